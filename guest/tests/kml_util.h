@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the kml guest tests: reading small files and the
+ * kml.* parameters ./kml passes on the kernel command line.
+ */
+#ifndef KML_UTIL_H
+#define KML_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Read a whole (small) file into buf; returns length or -1. */
+static inline long kml_read_file(const char *path, char *buf, size_t size)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return -1;
+	n = fread(buf, 1, size - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return (long)n;
+}
+
+/*
+ * Value of "key=value" on the kernel command line, copied into val;
+ * returns 0 if found, -1 if not.
+ */
+static inline int kml_cmdline_param(const char *key, char *val, size_t size)
+{
+	char line[4096], *tok, *save;
+	size_t klen = strlen(key);
+
+	if (kml_read_file("/proc/cmdline", line, sizeof(line)) < 0)
+		return -1;
+	for (tok = strtok_r(line, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save)) {
+		if (!strncmp(tok, key, klen) && tok[klen] == '=') {
+			snprintf(val, size, "%s", tok + klen + 1);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Does the "flags" line of /proc/cpuinfo list flag? */
+static inline int kml_cpu_flag(const char *flag)
+{
+	static char info[1 << 16];
+	char *line, *save, *tok;
+
+	if (kml_read_file("/proc/cpuinfo", info, sizeof(info)) < 0)
+		return -1;
+	line = strstr(info, "\nflags");
+	if (!line)
+		return -1;
+	line = strchr(line, ':');
+	if (!line)
+		return -1;
+	line[strcspn(line, "\n")] = '\0';
+	for (tok = strtok_r(line + 1, " ", &save); tok;
+	     tok = strtok_r(NULL, " ", &save))
+		if (!strcmp(tok, flag))
+			return 1;
+	return 0;
+}
+
+#endif /* KML_UTIL_H */

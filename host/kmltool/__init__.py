@@ -1,0 +1,1 @@
+"""Host side of kml: kernel patch series, builds, QEMU runs, tests, benchmarks."""

@@ -1,0 +1,227 @@
+"""Command line of ./kml."""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import initramfs, kbuild, patches, paths, qemu, setup
+from .paths import KmlError
+from .util import say
+
+TEST_CONFIGS = {
+    # name: (smp, extra kernel arguments)
+    "smp2-pti-on": (2, "pti=on"),
+    "smp2-pti-off": (2, "pti=off"),
+    "smp1-pti-on": (1, "pti=on"),
+    "smp1-pti-off": (1, "pti=off"),
+}
+DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off"]
+JSON_MARK = "===KML-BENCH-JSON==="
+
+
+def positive_int(s):
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {s!r}")
+    return v
+
+
+def smp_count(s):
+    v = positive_int(s)
+    if v > 8:
+        raise argparse.ArgumentTypeError(f"at most 8 vCPUs (CONFIG_NR_CPUS): {s}")
+    return v
+
+
+def mem_size(s):
+    m = re.fullmatch(r"(\d+)([MG])", s.upper())
+    if not m or int(m.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"memory size like 512M or 2G, not {s!r}")
+    mib = int(m.group(1)) * (1024 if m.group(2) == "G" else 1)
+    if not 128 <= mib <= 16384:
+        raise argparse.ArgumentTypeError(f"memory must be between 128M and 16G: {s}")
+    return f"{m.group(1)}{m.group(2)}"
+
+
+def add_vm_options(p, timeout):
+    p.add_argument("--smp", type=smp_count, default=2, help="vCPUs (default 2)")
+    p.add_argument("--mem", type=mem_size, default="1G", help="guest memory (default 1G)")
+    p.add_argument("--append", default="", metavar="ARGS", help="extra kernel command line")
+    p.add_argument("--timeout", type=positive_int, default=timeout, metavar="S",
+                   help=f"seconds before the VM is killed (default {timeout})")
+    p.add_argument("--accel", choices=["auto", "kvm", "tcg"], default="auto",
+                   help="auto: KVM only if a probe boot works, else TCG")
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="kml", description=(
+        "Kernel Mode Linux: build the patched kernel and guest, boot QEMU, "
+        "run commands, tests and benchmarks."))
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
+    sub.add_parser("setup", help="install missing Debian packages")
+    sub.add_parser("build", help="build kernel and initramfs (incremental)")
+
+    p = sub.add_parser("run", help="boot a VM and run CMD as root in it",
+                       usage="kml run [options] -- CMD [ARGS...]")
+    add_vm_options(p, 300)
+    p.add_argument("--add", action="append", default=[], metavar="HOST[:GUEST]",
+                   help="copy a host file (and its shared libraries) into the guest")
+    p.add_argument("argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    p = sub.add_parser("test", help="run the test suite (host unit tests and guest tests)")
+    p.add_argument("--config", action="append", choices=sorted(TEST_CONFIGS),
+                   help="VM configuration(s) for guest tests "
+                        f"(default: {' '.join(DEFAULT_TEST_CONFIGS)})")
+    p.add_argument("--host-only", action="store_true", help="skip VM boots")
+    p.add_argument("-k", dest="pytest_k", metavar="EXPR", help="pytest -k selection")
+
+    for name, text in (("bench", "run the latency benchmark in a VM"),
+                       ("demo", "the main job: set up, build, boot, show the latency table")):
+        p = sub.add_parser(name, help=text)
+        add_vm_options(p, 1200)
+        p.add_argument("--quick", action="store_true", help="few short runs (smoke test)")
+        p.add_argument("--only", metavar="ROWS", help="comma-separated benchmark rows")
+
+    p = sub.add_parser("patches", help="the kernel patch series")
+    psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
+    psub.add_parser("apply", help="(re)create build/linux: source + series as commits")
+    pe = psub.add_parser("export", help="write the tree's commits back to kernel/patches")
+    pe.add_argument("--from", dest="tree", metavar="TREE", help="tree to export (default build/linux)")
+
+    p = sub.add_parser("verify", help="scan ELF programs for privileged instructions")
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return ap
+
+
+def build_all():
+    setup.setup(quiet=True)
+    t = time.monotonic()
+    kbuild.build_kernel()
+    initramfs.build_initramfs()
+    say(f"build done in {time.monotonic() - t:.0f} s ({kbuild.kernel_release()})")
+
+
+def accel_arg(a):
+    return None if a.accel == "auto" else a.accel
+
+
+def cmd_run(a):
+    argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
+    if not argv:
+        raise KmlError("run: no command given (usage: kml run [options] -- CMD [ARGS...])")
+    for spec in a.add:      # check before booting: bad input loses nothing
+        host, _ = initramfs.parse_add(spec)
+        if not os.path.isfile(host):
+            raise KmlError(f"--add {spec}: no such file: {host}")
+    res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=a.add,
+                    timeout=a.timeout, accel=accel_arg(a))
+    msg = res.verdict()
+    if msg:
+        say(f"run FAILED: {msg}")
+    return res.exit_code()
+
+
+def pytest_python():
+    for exe in (sys.executable, "/usr/bin/python3"):
+        if subprocess.run([exe, "-c", "import pytest"], capture_output=True).returncode == 0:
+            return exe
+    raise KmlError("pytest is not installed: run ./kml setup")
+
+
+def cmd_test(a):
+    if not a.host_only:
+        build_all()
+    else:
+        setup.setup(quiet=True)
+    configs = a.config or DEFAULT_TEST_CONFIGS
+    cmd = [pytest_python(), "-m", "pytest", "-v", "-rfEs", "-p", "no:cacheprovider",
+           f"--kml-configs={','.join(configs)}"]
+    if a.host_only:
+        cmd.append("--kml-host-only")
+    if a.pytest_k:
+        cmd += ["-k", a.pytest_k]
+    cmd.append("tests")
+    if (paths.ROOT / "verify" / "tests").is_dir():
+        cmd.append("verify/tests")
+    say("running: " + " ".join(cmd[1:]))
+    return subprocess.run(cmd, cwd=paths.ROOT).returncode
+
+
+def cmd_bench(a, demo=False):
+    build_all()
+    args = ["kml-bench", "--json", "/tmp/bench.json", "--label", "user"]
+    if a.quick:
+        args.append("--quick")
+    if a.only:
+        args += ["--only", a.only]
+    script = ('"$@" || exit $?; echo ' + JSON_MARK + '; cat /tmp/bench.json')
+    if demo:
+        say("the main job: the syscall latency table of the kml kernel, measured "
+            "in a fresh VM (later: the same programs running in kernel mode)")
+    res = qemu.boot(["sh", "-c", script, "sh", *args], smp=a.smp, mem=a.mem,
+                    append=a.append, timeout=a.timeout, accel=accel_arg(a))
+    msg = res.verdict()
+    if msg:
+        say(f"bench FAILED: {msg}")
+        return res.exit_code()
+    if res.status != 0:
+        say(f"bench FAILED: kml-bench exited with {res.status}")
+        return res.status
+    text = res.output.decode(errors="replace")
+    table, _, js = text.partition(JSON_MARK)
+    try:
+        data = json.loads(js)
+    except ValueError as e:
+        raise KmlError(f"bench: no valid JSON from the guest ({e}); output in {res.output_log}") from e
+    paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
+    stem = paths.BENCH_OUT / time.strftime("%Y%m%d-%H%M%S")
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    stem.with_suffix(".md").write_text(table.strip() + "\n")
+    say(f"results: {stem}.json and {stem}.md")
+    return 0
+
+
+def cmd_verify(a):
+    sys.path.insert(0, str(paths.ROOT / "verify"))
+    from kmlverify.cli import main as verify_main
+    return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
+
+
+def main(argv):
+    a = build_parser().parse_args(argv)
+    try:
+        if a.cmd == "setup":
+            setup.setup()
+            return 0
+        if a.cmd == "build":
+            build_all()
+            return 0
+        if a.cmd == "run":
+            return cmd_run(a)
+        if a.cmd == "test":
+            return cmd_test(a)
+        if a.cmd in ("bench", "demo"):
+            return cmd_bench(a, demo=a.cmd == "demo")
+        if a.cmd == "patches":
+            if a.pcmd == "apply":
+                setup.setup(quiet=True)
+                patches.create_tree()
+            else:
+                patches.export_series(tree=Path(a.tree).resolve() if a.tree else None)
+            return 0
+        if a.cmd == "verify":
+            return cmd_verify(a)
+    except KmlError as e:
+        say(f"error: {e}")
+        return 1
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    return 2

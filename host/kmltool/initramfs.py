@@ -1,0 +1,153 @@
+"""The guest image: busybox-static, the project's guest programs, /trusted.
+
+base.cpio is rebuilt when any input changes; each VM run appends a small
+overlay archive (the command, files from --add) to a copy of it.
+"""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import paths
+from .cpio import Archive
+from .paths import KmlError
+from .util import run, say
+
+BUSYBOX = "/bin/busybox"
+PASSWD = ("root:x:0:0:root:/root:/bin/sh\n"
+          "kmluser:x:1000:1000:kml test user:/tmp:/bin/sh\n"
+          "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")
+GROUP = "root:x:0:\nkmluser:x:1000:\nnogroup:x:65534:\n"
+
+
+def build_guest_programs():
+    tree = paths.TREE
+    ksft = tree / "tools" / "testing" / "selftests"
+    if not (ksft / "kselftest_harness.h").exists():
+        raise KmlError(f"{ksft}/kselftest_harness.h missing: run ./kml patches apply")
+    say("building guest programs")
+    run(["make", "-s", "-C", str(paths.GUEST_SRC), f"O={paths.GUEST_OUT}",
+         f"KSFT={ksft}", f"-j{(os.cpu_count() or 1) + 1}"])
+
+
+def shared_libs(path):
+    """Absolute paths of the shared libraries an ELF program needs ([] if static)."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"\x7fELF":
+            return []
+    p = subprocess.run(["ldd", str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        return []           # static executables: "not a dynamic executable"
+    libs = []
+    for line in p.stdout.splitlines():
+        m = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", line)
+        if m:
+            libs.append(m.group(1))
+        elif "not found" in line:
+            raise KmlError(f"{path}: needs a library that is missing here: {line.strip()}")
+    return libs
+
+
+def add_host_file(arc, host, guest, mode=None):
+    """Copy a host file (and, for ELF programs, its libraries) into arc."""
+    host = Path(host)
+    if not host.is_file():
+        raise KmlError(f"--add {host}: no such file")
+    st = host.stat()
+    arc.file(guest, host.read_bytes(), mode=mode if mode is not None else st.st_mode & 0o7777)
+    for lib in shared_libs(host):
+        if lib not in arc:
+            arc.file(lib, Path(lib).read_bytes(), mode=0o755)
+
+
+def _busybox(arc):
+    if not os.path.exists(BUSYBOX):
+        raise KmlError(f"{BUSYBOX} missing: run ./kml setup (installs busybox-static)")
+    if shared_libs(BUSYBOX):
+        raise KmlError(f"{BUSYBOX} is dynamically linked: install busybox-static")
+    arc.file("bin/busybox", Path(BUSYBOX).read_bytes(), mode=0o755)
+    applets = run([BUSYBOX, "--list-full"], capture=True).stdout.split()
+    for a in applets:
+        if a != "bin/busybox" and a not in arc:
+            arc.symlink(a, "/bin/busybox")
+
+
+def base_archive():
+    arc = Archive()
+    for d in ("bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys",
+              "dev", "run", "var", "root", "kml", "usr/lib/kml/tests"):
+        arc.dir(d, mode=0o700 if d == "root" else 0o755)
+    arc.dir("tmp", mode=0o1777)
+    # Later issues run programs from here in kernel mode: owned by root, not
+    # writable by anyone else.
+    arc.dir("trusted", mode=0o755)
+    arc.chardev("dev/console", 5, 1)
+    arc.chardev("dev/null", 1, 3, mode=0o666)
+    _busybox(arc)
+    arc.file("init", (paths.GUEST_SRC / "init").read_bytes(), mode=0o755)
+    arc.file("usr/bin/run-tests", (paths.GUEST_SRC / "run-tests").read_bytes(), mode=0o755)
+    arc.file("etc/passwd", PASSWD.encode())
+    arc.file("etc/group", GROUP.encode())
+    arc.file("etc/hosts", b"127.0.0.1 localhost kml\n")
+    out = paths.GUEST_OUT
+    for t in sorted((out / "tests").iterdir()):
+        arc.file(f"usr/lib/kml/tests/{t.name}", t.read_bytes(), mode=0o755)
+    arc.file("usr/bin/kml-bench", (out / "kml-bench").read_bytes(), mode=0o755)
+    arc.file("usr/lib/kml/hello", (out / "hello").read_bytes(), mode=0o755)
+    add_host_file(arc, out / "kml-hello-dyn", "usr/bin/kml-hello-dyn", mode=0o755)
+    return arc
+
+
+def inputs_newer_than(target):
+    if not target.exists():
+        return True
+    t = target.stat().st_mtime
+    srcs = [paths.GUEST_SRC / "init", paths.GUEST_SRC / "run-tests", Path(BUSYBOX),
+            Path(__file__)]
+    srcs += [p for p in paths.GUEST_OUT.rglob("*") if p.is_file()]
+    return any(p.stat().st_mtime > t for p in srcs if p.exists())
+
+
+def build_initramfs():
+    build_guest_programs()
+    if not inputs_newer_than(paths.INITRAMFS):
+        return paths.INITRAMFS
+    say("building initramfs")
+    paths.INITRAMFS.parent.mkdir(parents=True, exist_ok=True)
+    tmp = paths.INITRAMFS.with_suffix(".tmp")
+    tmp.write_bytes(base_archive().to_bytes())
+    tmp.rename(paths.INITRAMFS)
+    say(f"initramfs: {paths.INITRAMFS} ({paths.INITRAMFS.stat().st_size // 1024} KiB)")
+    return paths.INITRAMFS
+
+
+def parse_add(spec):
+    """--add HOST[:GUEST] -> (host, guest); GUEST defaults to /root/<name>."""
+    host, sep, guest = spec.partition(":")
+    if not host:
+        raise KmlError(f"--add {spec!r}: empty host path")
+    if not sep or not guest:
+        guest = "/root/" + os.path.basename(host)
+    elif guest.endswith("/"):
+        guest += os.path.basename(host)
+    if not guest.startswith("/"):
+        raise KmlError(f"--add {spec!r}: guest path must be absolute")
+    return host, guest
+
+
+def run_archive(dest, argv, adds=(), env=None):
+    """base.cpio + an overlay with /kml/cmd and the added files, written to dest."""
+    arc = Archive()
+    for spec in adds:
+        host, guest = parse_add(spec)
+        add_host_file(arc, host, guest)
+    lines = [f"export {k}={shlex.quote(v)}" for k, v in (env or {}).items()]
+    lines.append("exec " + " ".join(shlex.quote(a) for a in argv))
+    arc.file("kml/cmd", ("\n".join(lines) + "\n").encode())
+    with open(dest, "wb") as f:
+        with open(paths.INITRAMFS, "rb") as base:
+            shutil.copyfileobj(base, f)
+        f.write(arc.to_bytes())
+    return dest

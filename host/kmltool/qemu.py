@@ -1,0 +1,179 @@
+"""Boot the kml kernel in QEMU, run one command, report its exit status.
+
+Serial ports: ttyS0 = kernel console (to console.log), ttyS1 = the
+command's stdout/stderr (streamed to the caller), ttyS2 = control channel
+(the guest init writes "KML-EXIT <status>").  Every boot has a timeout.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from . import console, initramfs, paths
+from .paths import KmlError
+from .util import say
+
+QEMU = "qemu-system-x86_64"
+KVM_PROBE = paths.BUILD / "kvm-probe.json"
+KVM_PROBE_TIMEOUT = 20
+KEEP_RUNS = 30
+EXIT_TIMEOUT = 124          # like timeout(1)
+EXIT_VM_FAILURE = 125       # console problems, no exit status, QEMU error
+
+
+class Result:
+    def __init__(self, rundir):
+        self.rundir = rundir
+        self.console_log = rundir / "console.log"
+        self.output_log = rundir / "output.log"
+        self.status = None          # the command's exit status, if reported
+        self.timed_out = False
+        self.problems = []          # console problem lines
+        self.qemu_error = ""
+        self.output = b""
+
+    @property
+    def ok(self):
+        return self.status is not None and not self.timed_out and not self.problems
+
+    def exit_code(self):
+        if self.timed_out:
+            return EXIT_TIMEOUT
+        if self.problems or self.status is None:
+            return EXIT_VM_FAILURE
+        return self.status
+
+    def verdict(self):
+        """A message for the user when the run failed for a VM reason, else None."""
+        if self.timed_out:
+            msg = "timeout: the VM did not finish in time"
+        elif self.problems:
+            lines = "\n".join(f"  {n}: {line}" for _, n, line in self.problems[:20])
+            more = len(self.problems) - 20
+            msg = (f"the kernel console shows {len(self.problems)} problem line(s)"
+                   f" ({', '.join(sorted({k for k, _, _ in self.problems}))}):\n{lines}"
+                   + (f"\n  ... and {more} more" if more > 0 else ""))
+        elif self.status is None:
+            msg = "the guest reported no exit status (init crashed, kernel panic or QEMU failure)"
+            if self.qemu_error:
+                msg += f"\nQEMU said: {self.qemu_error.strip()}"
+        else:
+            return None
+        return f"{msg}\nfull console log: {self.console_log}"
+
+
+def _new_rundir():
+    paths.RUNS.mkdir(parents=True, exist_ok=True)
+    old = sorted(p for p in paths.RUNS.iterdir() if p.is_dir())
+    for p in old[:max(0, len(old) - KEEP_RUNS)]:
+        shutil.rmtree(p, ignore_errors=True)
+    d = paths.RUNS / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6:06d}"
+    d.mkdir()
+    return d
+
+
+def qemu_command(accel, smp, mem, append, initrd, rundir):
+    cmdline = f"console=ttyS0 panic=-1 kml.accel={accel} kml.smp={smp}"
+    if append:
+        cmdline += " " + append
+    return [QEMU, "-accel", accel, "-cpu", "max", "-smp", str(smp), "-m", mem,
+            "-nodefaults", "-no-reboot", "-display", "none",
+            "-kernel", str(paths.BZIMAGE), "-initrd", str(initrd),
+            "-append", cmdline,
+            "-serial", f"file:{rundir / 'console.log'}",
+            "-chardev", "stdio,id=out,signal=off", "-serial", "chardev:out",
+            "-serial", f"file:{rundir / 'ctl'}"]
+
+
+def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
+         stream=True, env=None):
+    """Boot a fresh VM running argv as root; return a Result."""
+    for f, what in ((paths.BZIMAGE, "kernel"), (paths.INITRAMFS, "initramfs")):
+        if not f.exists():
+            raise KmlError(f"no {what} at {f}: run ./kml build")
+    if shutil.which(QEMU) is None:
+        raise KmlError(f"{QEMU} not found: run ./kml setup")
+    accel = accel or choose_accel()
+    rundir = _new_rundir()
+    res = Result(rundir)
+    initrd = initramfs.run_archive(rundir / "initrd.cpio", argv, adds, env)
+    cmd = qemu_command(accel, smp, mem, append, initrd, rundir)
+    (rundir / "qemu-cmd").write_text(" ".join(cmd) + "\n")
+    errlog = open(rundir / "qemu-stderr.log", "wb")
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=errlog)
+    errlog.close()
+    chunks = []
+
+    def pump():
+        with open(res.output_log, "wb") as log:
+            while True:
+                data = proc.stdout.read1(65536)
+                if not data:
+                    break
+                chunks.append(data)
+                log.write(data)
+                if stream:
+                    sys.stdout.buffer.write(data)
+                    sys.stdout.buffer.flush()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        res.timed_out = True
+        proc.kill()
+        proc.wait()
+    finally:
+        reader.join(timeout=5)
+    res.qemu_error = (rundir / "qemu-stderr.log").read_text(errors="replace")
+    res.output = b"".join(chunks)
+    try:
+        ctl = (rundir / "ctl").read_text(errors="replace")
+        for line in ctl.splitlines():
+            if line.startswith("KML-EXIT "):
+                res.status = int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    try:
+        text = res.console_log.read_text(errors="replace")
+    except OSError:
+        text = ""
+    res.problems = console.problems(text)
+    (rundir / "initrd.cpio").unlink(missing_ok=True)
+    return res
+
+
+def choose_accel():
+    """KVM only if a probe boot of this very kernel succeeded; else TCG."""
+    forced = os.environ.get("KML_ACCEL")
+    if forced:
+        if forced not in ("kvm", "tcg"):
+            raise KmlError(f"KML_ACCEL={forced}: must be kvm or tcg")
+        return forced
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg"
+    st = paths.BZIMAGE.stat()
+    key = f"{st.st_size}:{st.st_mtime_ns}"
+    try:
+        cached = json.loads(KVM_PROBE.read_text())
+        if cached.get("key") == key:
+            return cached["accel"]
+    except (OSError, ValueError, KeyError):
+        pass
+    say(f"probing KVM with a test boot (up to {KVM_PROBE_TIMEOUT} s)")
+    res = boot(["true"], smp=1, mem="256M", timeout=KVM_PROBE_TIMEOUT,
+               accel="kvm", stream=False)
+    accel = "kvm" if res.ok and res.status == 0 else "tcg"
+    if accel == "tcg":
+        why = "timed out" if res.timed_out else "failed"
+        say(f"KVM probe boot {why}; using TCG (software emulation: "
+            f"timings are emulated). Log: {res.console_log}")
+    else:
+        say("KVM works: using it")
+    KVM_PROBE.write_text(json.dumps({"key": key, "accel": accel}))
+    return accel

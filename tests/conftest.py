@@ -1,0 +1,39 @@
+"""pytest configuration for kml: host unit tests and guest (VM) tests."""
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "host"))
+
+from kmltool.cli import DEFAULT_TEST_CONFIGS, TEST_CONFIGS  # noqa: E402
+
+
+def pytest_addoption(parser):
+    parser.addoption("--kml-configs", default=",".join(DEFAULT_TEST_CONFIGS),
+                     help="comma-separated VM configurations for guest tests")
+    parser.addoption("--kml-host-only", action="store_true",
+                     help="skip every test that boots a VM")
+
+
+def kml_configs(config):
+    names = [c for c in config.getoption("--kml-configs").split(",") if c]
+    for n in names:
+        if n not in TEST_CONFIGS:
+            raise ValueError(f"unknown configuration {n!r}; known: {sorted(TEST_CONFIGS)}")
+    return names
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--kml-host-only"):
+        return
+    import pytest
+    skip = pytest.mark.skip(reason="--kml-host-only")
+    for item in items:
+        if "vm" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "vm: boots a VM (needs ./kml build)")
+    os.environ.setdefault("KML_ROOT", str(ROOT))
