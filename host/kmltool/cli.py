@@ -21,6 +21,12 @@ TEST_CONFIGS = {
 }
 DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off"]
 JSON_MARK = "===KML-BENCH-JSON==="
+DEMO_SCRIPT = (
+    'echo "== kml-probe from /usr/lib/kml (user mode):"; /usr/lib/kml/kml-probe info; '
+    'cp /usr/lib/kml/kml-probe /trusted/ && '
+    'echo "== the same program from /trusted (kernel mode):" && '
+    '/trusted/kml-probe info || exit $?; '
+    'grep KernelMode /proc/self/status | sed "s/^/== this shell: /"; echo; ')
 
 
 def positive_int(s):
@@ -73,6 +79,9 @@ def build_parser():
     add_vm_options(p, 300)
     p.add_argument("--add", action="append", default=[], metavar="HOST[:GUEST]",
                    help="copy a host file (and its shared libraries) into the guest")
+    p.add_argument("--kernel-mode", action="store_true",
+                   help="copy CMD (a host file, or a program in the guest) into "
+                        "/trusted and run it from there, in kernel mode")
     p.add_argument("argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     p = sub.add_parser("test", help="run the test suite (host unit tests and guest tests)")
@@ -94,6 +103,7 @@ def build_parser():
     psub.add_parser("apply", help="(re)create build/linux: source + series as commits")
     pe = psub.add_parser("export", help="write the tree's commits back to kernel/patches")
     pe.add_argument("--from", dest="tree", metavar="TREE", help="tree to export (default build/linux)")
+    psub.add_parser("check", help="run scripts/checkpatch.pl on every patch of the series")
 
     p = sub.add_parser("verify", help="scan ELF programs for privileged instructions")
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -120,12 +130,33 @@ def cmd_run(a):
         host, _ = initramfs.parse_add(spec)
         if not os.path.isfile(host):
             raise KmlError(f"--add {spec}: no such file: {host}")
-    res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=a.add,
+    adds = list(a.add)
+    if a.kernel_mode:
+        argv, extra = kernel_mode_argv(argv)
+        adds += extra
+    res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
                     timeout=a.timeout, accel=accel_arg(a))
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")
     return res.exit_code()
+
+
+def kernel_mode_argv(argv):
+    """argv running argv[0] from /trusted; (new argv, extra --add specs)."""
+    prog = argv[0]
+    name = os.path.basename(prog)
+    if not name or name in (".", ".."):
+        raise KmlError(f"--kernel-mode: bad program name {prog!r}")
+    if os.path.isfile(prog):            # a host file: put it there directly
+        return ["/trusted/" + name, *argv[1:]], [f"{prog}:/trusted/{name}"]
+    if "/" in prog and not prog.startswith("/"):
+        raise KmlError(f"--kernel-mode: {prog}: no such host file")
+    # A program in the guest image: copy it into /trusted at boot.
+    script = ('p=$(command -v "$0") || { echo "kml: $0: not found in the guest" >&2; '
+              'exit 127; }; cp "$p" /trusted/ && chmod 755 "/trusted/${p##*/}" && '
+              'exec "/trusted/${p##*/}" "$@"')
+    return ["sh", "-c", script, prog, *argv[1:]], []
 
 
 def pytest_python():
@@ -163,8 +194,9 @@ def cmd_bench(a, demo=False):
         args += ["--only", a.only]
     script = ('"$@" || exit $?; echo ' + JSON_MARK + '; cat /tmp/bench.json')
     if demo:
-        say("the main job: the syscall latency table of the kml kernel, measured "
-            "in a fresh VM (later: the same programs running in kernel mode)")
+        say("the main job: one program run in user mode and from /trusted in "
+            "kernel mode, then the syscall latency table, in a fresh VM")
+        script = (DEMO_SCRIPT + script)
     res = qemu.boot(["sh", "-c", script, "sh", *args], smp=a.smp, mem=a.mem,
                     append=a.append, timeout=a.timeout, accel=accel_arg(a))
     msg = res.verdict()
@@ -213,6 +245,9 @@ def main(argv):
             if a.pcmd == "apply":
                 setup.setup(quiet=True)
                 patches.create_tree()
+            elif a.pcmd == "check":
+                setup.setup(quiet=True)
+                return patches.checkpatch(patches.ensure_tree())
             else:
                 patches.export_series(tree=Path(a.tree).resolve() if a.tree else None)
             return 0

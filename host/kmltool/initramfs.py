@@ -97,6 +97,10 @@ def base_archive():
     arc.file("usr/bin/kml-bench", (out / "kml-bench").read_bytes(), mode=0o755)
     arc.file("usr/lib/kml/hello", (out / "hello").read_bytes(), mode=0o755)
     add_host_file(arc, out / "kml-hello-dyn", "usr/bin/kml-hello-dyn", mode=0o755)
+    arc.file("usr/lib/kml/kml-probe", (out / "kml-probe").read_bytes(), mode=0o755)
+    arc.symlink("usr/bin/kml-probe", "/usr/lib/kml/kml-probe")
+    add_host_file(arc, out / "kml-probe-dyn", "usr/lib/kml/kml-probe-dyn", mode=0o755)
+    arc.file("usr/lib/kml/kml-preload.so", (out / "kml-preload.so").read_bytes(), mode=0o755)
     return arc
 
 

@@ -268,3 +268,20 @@ def export_series(tree=None, patch_dir=None, base_file=None):
         _save_state(tree, state)
     say(f"exported {len(names)} patch(es) for Linux {version} to {patch_dir}")
     return names
+
+
+def checkpatch(tree):
+    """scripts/checkpatch.pl on each patch, run from the tree (as it expects);
+    returns the number of patches with problems."""
+    bad = 0
+    env = dict(os.environ, PATH="/usr/bin:/bin:" + os.environ.get("PATH", ""))
+    for name in read_series():
+        p = subprocess.run([str(tree / "scripts" / "checkpatch.pl"), "--quiet",
+                            str(paths.PATCH_DIR / name)], cwd=tree, env=env,
+                           capture_output=True, text=True)
+        if p.returncode or p.stdout.strip() or p.stderr.strip():
+            bad += 1
+            print(f"== {name}\n{p.stdout}{p.stderr}")
+        else:
+            print(f"ok  {name}")
+    return 1 if bad else 0

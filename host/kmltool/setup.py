@@ -24,6 +24,7 @@ PACKAGES = {
     "git": "the patch-series tree",
     "ccache": "fast kernel rebuilds",
     "python3-pytest": "the test runner",
+    "python3-ply": "scripts/checkpatch.pl (SPDX check) for ./kml patches check",
 }
 
 

@@ -16,9 +16,17 @@ GUEST_TESTS = ROOT / "guest" / "tests"
 pytestmark = pytest.mark.vm
 
 
+def dual_mode_programs():
+    """Programs guest/run-tests also runs from /trusted (as NAME@kernel)."""
+    m = re.search(r'^dual="([^"]*)"', (ROOT / "guest" / "run-tests").read_text(), re.M)
+    return set(m.group(1).split()) if m else set()
+
+
 def declared_tests():
-    """(program, harness name) for every test declared in guest/tests/*.c."""
+    """(program, harness name) for every test declared in guest/tests/*.c;
+    dual-mode programs are listed twice, as NAME and NAME@kernel."""
     out = []
+    dual = dual_mode_programs()
     for src in sorted(GUEST_TESTS.glob("*.c")):
         text = src.read_text()
         for m in re.finditer(r"^\s*(TEST|TEST_SIGNAL|TEST_F|TEST_F_SIGNAL|TEST_F_TIMEOUT)"
@@ -26,6 +34,8 @@ def declared_tests():
             kind, a, b = m.groups()
             name = f"global.{a}" if kind in ("TEST", "TEST_SIGNAL") else f"{a}.{b}"
             out.append((src.stem, name))
+            if src.stem in dual:
+                out.append((src.stem + "@kernel", name))
     return out
 
 
@@ -114,6 +124,26 @@ def test_run_timeout_kills_vm():
     p = kml("run", "--smp", "1", "--timeout", "20", "--", "sleep", "1000")
     assert p.returncode == qemu.EXIT_TIMEOUT, p.stderr
     assert "timeout" in p.stderr
+
+
+def test_run_kernel_mode_guest_program():
+    p = kml("run", "--kernel-mode", "--", "kml-probe", "info")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "cpl=0 secure=1 kernelmode=1\n"
+
+
+def test_run_kernel_mode_host_program(tmp_path):
+    src = tmp_path / "cpl.c"
+    src.write_text('#include <stdio.h>\nint main(int c, char **v) { unsigned short cs;'
+                   ' asm("mov %%cs,%0" : "=r"(cs)); printf("%s cpl=%d\\n", v[1], cs & 3);'
+                   ' return 0; }\n')
+    prog = tmp_path / "cpl"
+    subprocess.run(["gcc", "-O2", "-static", "-o", str(prog), str(src)], check=True)
+    p = kml("run", "--kernel-mode", "--", str(prog), "hello")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "hello cpl=0\n"
+    p = kml("run", "--add", f"{prog}:/usr/bin/", "--", "cpl", "hello")
+    assert p.stdout == "hello cpl=3\n"
 
 
 def test_bench_prints_every_row():

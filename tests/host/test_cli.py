@@ -81,3 +81,21 @@ def test_verdicts(tmp_path):
     assert "Oops" in r.verdict() and str(tmp_path / "console.log") in r.verdict()
     r.timed_out = True
     assert r.exit_code() == qemu.EXIT_TIMEOUT and "timeout" in r.verdict()
+
+
+def test_kernel_mode_argv_guest_program():
+    argv, adds = cli.kernel_mode_argv(["kml-probe", "info"])
+    assert adds == [] and argv[:2] == ["sh", "-c"] and argv[3:] == ["kml-probe", "info"]
+
+
+def test_kernel_mode_argv_host_file(tmp_path):
+    prog = tmp_path / "tool"
+    prog.write_text("x")
+    argv, adds = cli.kernel_mode_argv([str(prog), "-v"])
+    assert argv == ["/trusted/tool", "-v"]
+    assert adds == [f"{prog}:/trusted/tool"]
+
+
+def test_kernel_mode_argv_missing_relative_host_file():
+    with pytest.raises(KmlError, match="no such host file"):
+        cli.kernel_mode_argv(["./nonexistent/tool"])

@@ -1,0 +1,442 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Kernel-mode admission: which programs run at CPL 0, and who may touch
+ * them.  Runs as root in user mode; starts /usr/lib/kml/kml-probe from
+ * various places and as various users and reads back its
+ * "cpl=N secure=N kernelmode=N" line.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "kml_util.h"
+
+#define PROBE		"/usr/lib/kml/kml-probe"
+#define PROBE_DYN	"/usr/lib/kml/kml-probe-dyn"
+#define KERNEL_LINE	"cpl=0 secure=1 kernelmode=1\n"
+#define USER_LINE	"cpl=3 secure=0 kernelmode=0\n"
+#define USER_UID	1000
+
+static int copy_file(const char *src, const char *dst, mode_t mode, uid_t uid)
+{
+	char buf[65536];
+	int in, out;
+	ssize_t n;
+
+	unlink(dst);
+	in = open(src, O_RDONLY);
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL, 0700);
+	if (in < 0 || out < 0)
+		return -1;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n)
+			return -1;
+	close(in);
+	if (fchown(out, uid, uid) || fchmod(out, mode))
+		return -1;
+	return close(out);
+}
+
+static int write_sysctl(const char *name, const char *val)
+{
+	char path[128];
+	int fd, ok;
+
+	snprintf(path, sizeof(path), "/proc/sys/kernel/%s", name);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -1;
+	ok = write(fd, val, strlen(val)) == (ssize_t)strlen(val);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+struct spawn {
+	const char *dir;	/* chdir before exec, or NULL */
+	const char *root;	/* chroot before exec, or NULL */
+	uid_t uid;		/* 0: stay root */
+	const char *env;	/* one NAME=VALUE, or NULL */
+};
+
+/* Run prog with args; returns the exit status, output in out. */
+static int spawn(const struct spawn *how, char *out, size_t size,
+		 const char *prog, const char *arg1, const char *arg2,
+		 const char *arg3)
+{
+	char *argv[] = { (char *)prog, (char *)arg1, (char *)arg2,
+			 (char *)arg3, NULL };
+	char *envp[] = { (char *)(how && how->env ? how->env : "X=1"), NULL };
+	int fds[2], status;
+	size_t len = 0;
+	ssize_t n;
+	pid_t pid;
+
+	if (pipe(fds))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		dup2(fds[1], 2);
+		close(fds[0]);
+		if (how && how->root && (chroot(how->root) || chdir("/")))
+			_exit(120);
+		if (how && how->dir && chdir(how->dir))
+			_exit(121);
+		if (how && how->uid) {
+			gid_t g = how->uid;
+
+			if (setgroups(1, &g) || setresgid(g, g, g) ||
+			    setresuid(how->uid, how->uid, how->uid))
+				_exit(122);
+		}
+		execve(prog, argv, envp);
+		_exit(127);
+	}
+	close(fds[1]);
+	while (len + 1 < size && (n = read(fds[0], out + len, size - 1 - len)) > 0)
+		len += n;
+	out[len] = '\0';
+	close(fds[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int probe(const struct spawn *how, const char *prog, char *out, size_t size)
+{
+	return spawn(how, out, size, prog, "info", NULL, NULL);
+}
+
+#define EXPECT_MODE(how, prog, line) do {				\
+	char _out[256];							\
+	ASSERT_EQ(0, probe(how, prog, _out, sizeof(_out)));		\
+	ASSERT_STREQ(line, _out);					\
+} while (0)
+
+static void install_probe(struct __test_metadata *_metadata)
+{
+	ASSERT_EQ(0, copy_file(PROBE, "/trusted/kml-probe", 0755, 0));
+	ASSERT_EQ(0, copy_file(PROBE_DYN, "/trusted/kml-probe-dyn", 0755, 0));
+}
+
+TEST(trusted_program_runs_in_kernel_mode)
+{
+	install_probe(_metadata);
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);
+	EXPECT_MODE(NULL, PROBE, USER_LINE);
+}
+
+TEST(dynamic_glibc_program_in_kernel_mode)
+{
+	install_probe(_metadata);
+	EXPECT_MODE(NULL, "/trusted/kml-probe-dyn", KERNEL_LINE);
+}
+
+TEST(writable_or_foreign_files_run_in_user_mode)
+{
+	ASSERT_EQ(0, copy_file(PROBE, "/trusted/probe-gw", 0775, 0));
+	ASSERT_EQ(0, copy_file(PROBE, "/trusted/probe-ow", 0757, 0));
+	ASSERT_EQ(0, copy_file(PROBE, "/trusted/probe-user", 0755, USER_UID));
+	EXPECT_MODE(NULL, "/trusted/probe-gw", USER_LINE);
+	EXPECT_MODE(NULL, "/trusted/probe-ow", USER_LINE);
+	EXPECT_MODE(NULL, "/trusted/probe-user", USER_LINE);
+	unlink("/trusted/probe-gw");
+	unlink("/trusted/probe-ow");
+	unlink("/trusted/probe-user");
+}
+
+TEST(writable_or_foreign_directories_run_in_user_mode)
+{
+	mkdir("/trusted/gw", 0775);
+	ASSERT_EQ(0, chmod("/trusted/gw", 0775));
+	mkdir("/trusted/user", 0755);
+	ASSERT_EQ(0, chown("/trusted/user", USER_UID, USER_UID));
+	mkdir("/trusted/ok", 0755);
+	ASSERT_EQ(0, copy_file(PROBE, "/trusted/gw/p", 0755, 0));
+	ASSERT_EQ(0, copy_file(PROBE, "/trusted/user/p", 0755, 0));
+	ASSERT_EQ(0, copy_file(PROBE, "/trusted/ok/p", 0755, 0));
+	EXPECT_MODE(NULL, "/trusted/gw/p", USER_LINE);
+	EXPECT_MODE(NULL, "/trusted/user/p", USER_LINE);
+	EXPECT_MODE(NULL, "/trusted/ok/p", KERNEL_LINE);
+	/* A world-writable directory above /trusted spoils it too */
+	ASSERT_EQ(0, chmod("/", 0777));
+	EXPECT_MODE(NULL, "/trusted/ok/p", USER_LINE);
+	ASSERT_EQ(0, chmod("/", 0755));
+	unlink("/trusted/gw/p");
+	unlink("/trusted/user/p");
+	unlink("/trusted/ok/p");
+	rmdir("/trusted/gw");
+	rmdir("/trusted/user");
+	rmdir("/trusted/ok");
+}
+
+TEST(judged_on_the_opened_file)
+{
+	install_probe(_metadata);
+	/* A link in /trusted to a file elsewhere: the file is elsewhere */
+	unlink("/trusted/link-out");
+	ASSERT_EQ(0, symlink(PROBE, "/trusted/link-out"));
+	EXPECT_MODE(NULL, "/trusted/link-out", USER_LINE);
+	/* A link elsewhere to the trusted file: the file is trusted */
+	unlink("/tmp/link-in");
+	ASSERT_EQ(0, symlink("/trusted/kml-probe", "/tmp/link-in"));
+	EXPECT_MODE(NULL, "/tmp/link-in", KERNEL_LINE);
+	unlink("/trusted/link-out");
+	unlink("/tmp/link-in");
+}
+
+TEST(relative_paths_and_chroot_cannot_fake_it)
+{
+	struct spawn in_tmp = { .dir = "/tmp" }, in_root = { .dir = "/" };
+	struct spawn jail = { .root = "/tmp/jail" };
+	char out[256];
+
+	install_probe(_metadata);
+	mkdir("/tmp/trusted", 0755);
+	ASSERT_EQ(0, copy_file(PROBE, "/tmp/trusted/kml-probe", 0755, 0));
+	EXPECT_MODE(&in_tmp, "trusted/kml-probe", USER_LINE);
+	EXPECT_MODE(&in_root, "trusted/kml-probe", KERNEL_LINE);
+
+	/* Inside a chroot, "/trusted" is /tmp/jail/trusted: not trusted */
+	mkdir("/tmp/jail", 0755);
+	mkdir("/tmp/jail/trusted", 0755);
+	ASSERT_EQ(0, copy_file(PROBE, "/tmp/jail/trusted/kml-probe", 0755, 0));
+	ASSERT_EQ(0, probe(&jail, "/trusted/kml-probe", out, sizeof(out)));
+	ASSERT_EQ(0, strncmp(out, "cpl=3 ", 6)) TH_LOG("%s", out);
+}
+
+TEST(caller_must_be_root_or_in_the_group)
+{
+	struct spawn user = { .uid = USER_UID };
+
+	install_probe(_metadata);
+	EXPECT_MODE(&user, "/trusted/kml-probe", "cpl=3 secure=0 kernelmode=0\n");
+	ASSERT_EQ(0, write_sysctl("kml_group", "1000"));
+	EXPECT_MODE(&user, "/trusted/kml-probe", KERNEL_LINE);
+	ASSERT_EQ(0, write_sysctl("kml_group", "-1"));
+	EXPECT_MODE(&user, "/trusted/kml-probe", "cpl=3 secure=0 kernelmode=0\n");
+}
+
+TEST(sysctl_turns_it_off)
+{
+	install_probe(_metadata);
+	ASSERT_EQ(0, write_sysctl("kml_enabled", "0"));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+	ASSERT_EQ(0, write_sysctl("kml_enabled", "1"));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);
+	ASSERT_NE(0, write_sysctl("kml_enabled", "2"));
+}
+
+TEST(ld_preload_is_ignored_in_kernel_mode)
+{
+	struct spawn pre = { .env = "LD_PRELOAD=/usr/lib/kml/kml-preload.so" };
+	char out[256];
+
+	install_probe(_metadata);
+	ASSERT_EQ(0, probe(&pre, PROBE_DYN, out, sizeof(out)));
+	ASSERT_STREQ("PRELOADED\n" USER_LINE, out);	/* the test can fail */
+	ASSERT_EQ(0, probe(&pre, "/trusted/kml-probe-dyn", out, sizeof(out)));
+	ASSERT_STREQ(KERNEL_LINE, out);
+}
+
+TEST(fork_keeps_and_exec_decides_afresh)
+{
+	char out[256];
+
+	install_probe(_metadata);
+	ASSERT_EQ(0, spawn(NULL, out, sizeof(out), "/trusted/kml-probe",
+			   "fork-info", NULL, NULL));
+	ASSERT_STREQ(KERNEL_LINE, out);
+	ASSERT_EQ(0, spawn(NULL, out, sizeof(out), "/trusted/kml-probe",
+			   "exec", PROBE, "info"));
+	ASSERT_STREQ("cpl=3 secure=0 kernelmode=0\n", out);
+	ASSERT_EQ(0, spawn(NULL, out, sizeof(out), PROBE, "exec",
+			   "/trusted/kml-probe", "info"));
+	ASSERT_STREQ(KERNEL_LINE, out);
+}
+
+/* Start "prog sleep 10" as uid; returns its pid. */
+static pid_t start_sleeper(const char *prog, uid_t uid)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		gid_t g = uid;
+
+		if (uid && (setgroups(1, &g) || setresgid(g, g, g) ||
+			    setresuid(uid, uid, uid)))
+			_exit(122);
+		execl(prog, prog, "sleep", "10", NULL);
+		_exit(127);
+	}
+	usleep(300 * 1000);	/* let it exec */
+	return pid;
+}
+
+/*
+ * As uid, try ptrace attach, process_vm_writev and opening /proc/PID/mem
+ * for writing; returns a bit mask (1, 2, 4) of the refused ones.
+ */
+static int tamper(pid_t target, uid_t uid)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char path[64], byte = 0;
+		struct iovec local = { &byte, 1 }, remote = { (void *)0x400000, 1 };
+		int denied = 0;
+		gid_t g = uid;
+
+		if (uid && (setgroups(1, &g) || setresgid(g, g, g) ||
+			    setresuid(uid, uid, uid)))
+			_exit(122);
+		if (ptrace(PTRACE_ATTACH, target, 0, 0) < 0 && errno == EPERM)
+			denied |= 1;
+		else
+			ptrace(PTRACE_DETACH, target, 0, 0);
+		if (process_vm_writev(target, &local, 1, &remote, 1, 0) < 0 &&
+		    errno == EPERM)
+			denied |= 2;
+		snprintf(path, sizeof(path), "/proc/%d/mem", target);
+		if (open(path, O_RDWR) < 0 && (errno == EACCES || errno == EPERM))
+			denied |= 4;
+		_exit(denied);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+TEST(non_root_cannot_tamper_with_kernel_mode_process)
+{
+	pid_t kml, usr;
+
+	install_probe(_metadata);
+	ASSERT_EQ(0, write_sysctl("kml_group", "1000"));
+	kml = start_sleeper("/trusted/kml-probe", USER_UID);
+	usr = start_sleeper(PROBE, USER_UID);
+	/* Same user, user-mode target: all three allowed (control) */
+	EXPECT_EQ(0, tamper(usr, USER_UID));
+	/* Same user, kernel-mode target: all three refused */
+	EXPECT_EQ(7, tamper(kml, USER_UID));
+	/* Root (CAP_SYS_PTRACE) may */
+	EXPECT_EQ(0, tamper(kml, 0));
+	kill(kml, SIGKILL);
+	kill(usr, SIGKILL);
+	waitpid(kml, NULL, 0);
+	waitpid(usr, NULL, 0);
+	ASSERT_EQ(0, write_sysctl("kml_group", "-1"));
+}
+
+TEST(root_can_single_step_a_kernel_mode_process)
+{
+	struct user_regs_struct regs;
+	unsigned long last_ip = 0;
+	int status, steps = 0;
+	pid_t pid;
+
+	install_probe(_metadata);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+
+		dup2(devnull, 1);
+		ptrace(PTRACE_TRACEME, 0, 0, 0);
+		execl("/trusted/kml-probe", "kml-probe", "info", NULL);
+		_exit(127);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFSTOPPED(status));	/* SIGTRAP at exec */
+	ASSERT_EQ(0, ptrace(PTRACE_GETREGS, pid, 0, &regs));
+	TH_LOG("after exec: rip %llx cs %llx", regs.rip, regs.cs);
+	ASSERT_EQ(0x33, regs.cs);		/* the kernel's user-mode view */
+	ASSERT_LT(regs.rip, 1ULL << 47);
+	for (steps = 0; steps < 50; steps++) {
+		ASSERT_EQ(0, ptrace(PTRACE_SINGLESTEP, pid, 0, 0));
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		ASSERT_TRUE(WIFSTOPPED(status));
+		ASSERT_EQ(SIGTRAP, WSTOPSIG(status));
+		ASSERT_EQ(0, ptrace(PTRACE_GETREGS, pid, 0, &regs));
+		ASSERT_NE(last_ip, regs.rip);
+		last_ip = regs.rip;
+	}
+	ASSERT_EQ(0, ptrace(PTRACE_CONT, pid, 0, 0));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+}
+
+TEST(traced_by_non_root_runs_in_user_mode)
+{
+	char out[256];
+	int fds[2], status;
+	pid_t pid;
+
+	install_probe(_metadata);
+	ASSERT_EQ(0, write_sysctl("kml_group", "1000"));
+	ASSERT_EQ(0, pipe(fds));
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		gid_t g = USER_UID;
+		pid_t child;
+
+		if (setgroups(1, &g) || setresgid(g, g, g) ||
+		    setresuid(USER_UID, USER_UID, USER_UID))
+			_exit(122);
+		child = fork();
+		if (child == 0) {
+			dup2(fds[1], 1);
+			ptrace(PTRACE_TRACEME, 0, 0, 0);
+			execl("/trusted/kml-probe", "kml-probe", "info", NULL);
+			_exit(127);
+		}
+		waitpid(child, &status, 0);		/* exec stop */
+		ptrace(PTRACE_CONT, child, 0, 0);
+		waitpid(child, &status, 0);
+		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
+	}
+	close(fds[1]);
+	memset(out, 0, sizeof(out));
+	ASSERT_GT(read(fds[0], out, sizeof(out) - 1), 0);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	ASSERT_EQ(0, strncmp(out, "cpl=3 ", 6)) TH_LOG("%s", out);
+	ASSERT_EQ(0, write_sysctl("kml_group", "-1"));
+}
+
+TEST(many_kernel_mode_processes_at_once)
+{
+	pid_t pids[16];
+	int status;
+
+	install_probe(_metadata);
+	for (int i = 0; i < 16; i++) {
+		pids[i] = fork();
+		ASSERT_GE(pids[i], 0);
+		if (pids[i] == 0) {
+			execl("/trusted/kml-probe", "kml-probe", "spin", "20000", NULL);
+			_exit(127);
+		}
+	}
+	for (int i = 0; i < 16; i++) {
+		ASSERT_EQ(pids[i], waitpid(pids[i], &status, 0));
+		ASSERT_TRUE(WIFEXITED(status));
+		ASSERT_EQ(0, WEXITSTATUS(status));
+	}
+}
+
+TEST_HARNESS_MAIN
