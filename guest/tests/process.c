@@ -14,6 +14,8 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -381,6 +383,47 @@ TEST(red_zone_survives_interrupts)
 	TH_LOG("%lu timer interrupts during the check", after - before);
 	ASSERT_EQ(0, bad);
 	ASSERT_GE(after - before, 2000);
+}
+
+/*
+ * Paging: map a disk larger than RAM and read it all through the mapping,
+ * so that page cache pages must be reclaimed and faulted in again while
+ * the process runs.  The host attaches an empty disk; markers written
+ * every MiB prove the data read back is the data on the disk.
+ */
+TEST(file_mapping_larger_than_ram)
+{
+	unsigned long long size, off, magic = 0x6b6d6c00ULL + cpl();
+	long ram = sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+	unsigned long long bad = 0, pages = 0;
+	volatile unsigned char sink = 0;
+	unsigned char *p;
+	int fd = open("/dev/vda", O_RDWR);
+
+	if (fd < 0)
+		SKIP(return, "no /dev/vda: boot with ./kml run --disk MIB");
+	ASSERT_EQ(0, ioctl(fd, BLKGETSIZE64, &size));
+	TH_LOG("disk %llu MiB, RAM %ld MiB", size >> 20, ram >> 20);
+	ASSERT_GT(size, (unsigned long long)ram);
+	for (off = 0; off < size; off += 1 << 20) {
+		unsigned long long v = off ^ magic;
+
+		ASSERT_EQ(8, pwrite(fd, &v, 8, off));
+	}
+	ASSERT_EQ(0, fsync(fd));
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	for (off = 0; off < size; off += 4096, pages++) {
+		if (!(off & ((1 << 20) - 1)))
+			bad += *(unsigned long long *)(p + off) != (off ^ magic);
+		else
+			sink += p[off];
+	}
+	ASSERT_EQ(0, munmap(p, size));
+	close(fd);
+	ASSERT_EQ(0, bad);
+	ASSERT_EQ(0, sink);
+	ASSERT_EQ(size / 4096, pages);
 }
 
 TEST(setjmp_longjmp)

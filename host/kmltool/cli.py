@@ -79,6 +79,8 @@ def build_parser():
     add_vm_options(p, 300)
     p.add_argument("--add", action="append", default=[], metavar="HOST[:GUEST]",
                    help="copy a host file (and its shared libraries) into the guest")
+    p.add_argument("--disk", type=positive_int, default=0, metavar="MIB",
+                   help="attach an empty virtio disk of MIB MiB as /dev/vda")
     p.add_argument("--kernel-mode", action="store_true",
                    help="copy CMD (a host file, or a program in the guest) into "
                         "/trusted and run it from there, in kernel mode")
@@ -135,7 +137,7 @@ def cmd_run(a):
         argv, extra = kernel_mode_argv(argv)
         adds += extra
     res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
-                    timeout=a.timeout, accel=accel_arg(a))
+                    timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk)
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")

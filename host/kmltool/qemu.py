@@ -75,7 +75,7 @@ def _new_rundir():
     return d
 
 
-def qemu_command(accel, smp, mem, append, initrd, rundir):
+def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None):
     cmdline = f"console=ttyS0 panic=-1 kml.accel={accel} kml.smp={smp}"
     if append:
         cmdline += " " + append
@@ -85,12 +85,14 @@ def qemu_command(accel, smp, mem, append, initrd, rundir):
             "-append", cmdline,
             "-serial", f"file:{rundir / 'console.log'}",
             "-chardev", "stdio,id=out,signal=off", "-serial", "chardev:out",
-            "-serial", f"file:{rundir / 'ctl'}"]
+            "-serial", f"file:{rundir / 'ctl'}",
+            *(["-drive", f"file={disk},format=raw,if=virtio,cache=unsafe"] if disk else [])]
 
 
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
-         stream=True, env=None):
-    """Boot a fresh VM running argv as root; return a Result."""
+         stream=True, env=None, disk_mib=0):
+    """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
+    attaches an empty (sparse) virtio disk of that size as /dev/vda."""
     for f, what in ((paths.BZIMAGE, "kernel"), (paths.INITRAMFS, "initramfs")):
         if not f.exists():
             raise KmlError(f"no {what} at {f}: run ./kml build")
@@ -100,7 +102,12 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     rundir = _new_rundir()
     res = Result(rundir)
     initrd = initramfs.run_archive(rundir / "initrd.cpio", argv, adds, env)
-    cmd = qemu_command(accel, smp, mem, append, initrd, rundir)
+    disk = None
+    if disk_mib:
+        disk = rundir / "disk.img"
+        with open(disk, "wb") as f:
+            f.truncate(disk_mib << 20)
+    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk)
     (rundir / "qemu-cmd").write_text(" ".join(cmd) + "\n")
     errlog = open(rundir / "qemu-stderr.log", "wb")
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -145,6 +152,8 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
         text = ""
     res.problems = console.problems(text)
     (rundir / "initrd.cpio").unlink(missing_ok=True)
+    if disk:
+        disk.unlink(missing_ok=True)
     return res
 
 

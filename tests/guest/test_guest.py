@@ -14,6 +14,7 @@ from kmltool import qemu, tap
 from kmltool.cli import TEST_CONFIGS
 
 GUEST_TESTS = ROOT / "guest" / "tests"
+GUEST_MEM, GUEST_DISK_MIB = "512M", 768
 pytestmark = pytest.mark.vm
 
 
@@ -47,8 +48,9 @@ def boot_results(config):
     """Boot one VM for config, run all guest tests; cached per session."""
     if config not in _boots:
         smp, append = TEST_CONFIGS[config]
-        res = qemu.boot(["run-tests"], smp=smp, append=append, timeout=1200,
-                        stream=False)
+        # A disk larger than RAM for the paging test (process.c)
+        res = qemu.boot(["run-tests"], smp=smp, mem=GUEST_MEM, append=append,
+                        timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB)
         _boots[config] = (res, tap.parse_runs(res.output.decode(errors="replace")))
     return _boots[config]
 
