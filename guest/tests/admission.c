@@ -60,6 +60,14 @@ static int write_sysctl(const char *name, const char *val)
 	return ok ? 0 : -1;
 }
 
+/* In a child: drop root for uid (and its group of the same number). */
+static int become_user(uid_t uid)
+{
+	gid_t g = uid;
+
+	return setgroups(1, &g) || setresgid(g, g, g) || setresuid(uid, uid, uid);
+}
+
 struct spawn {
 	const char *dir;	/* chdir before exec, or NULL */
 	const char *root;	/* chroot before exec, or NULL */
@@ -93,13 +101,8 @@ static int spawn(const struct spawn *how, char *out, size_t size,
 			_exit(120);
 		if (how && how->dir && chdir(how->dir))
 			_exit(121);
-		if (how && how->uid) {
-			gid_t g = how->uid;
-
-			if (setgroups(1, &g) || setresgid(g, g, g) ||
-			    setresuid(how->uid, how->uid, how->uid))
-				_exit(122);
-		}
+		if (how && how->uid && become_user(how->uid))
+			_exit(122);
 		execve(prog, argv, envp);
 		_exit(127);
 	}
@@ -272,10 +275,7 @@ static pid_t start_sleeper(const char *prog, uid_t uid)
 	pid_t pid = fork();
 
 	if (pid == 0) {
-		gid_t g = uid;
-
-		if (uid && (setgroups(1, &g) || setresgid(g, g, g) ||
-			    setresuid(uid, uid, uid)))
+		if (uid && become_user(uid))
 			_exit(122);
 		execl(prog, prog, "sleep", "10", NULL);
 		_exit(127);
@@ -297,10 +297,8 @@ static int tamper(pid_t target, uid_t uid)
 		char path[64], byte = 0;
 		struct iovec local = { &byte, 1 }, remote = { (void *)0x400000, 1 };
 		int denied = 0;
-		gid_t g = uid;
 
-		if (uid && (setgroups(1, &g) || setresgid(g, g, g) ||
-			    setresuid(uid, uid, uid)))
+		if (uid && become_user(uid))
 			_exit(122);
 		if (ptrace(PTRACE_ATTACH, target, 0, 0) < 0 && errno == EPERM)
 			denied |= 1;
@@ -391,11 +389,9 @@ TEST(traced_by_non_root_runs_in_user_mode)
 	pid = fork();
 	ASSERT_GE(pid, 0);
 	if (pid == 0) {
-		gid_t g = USER_UID;
 		pid_t child;
 
-		if (setgroups(1, &g) || setresgid(g, g, g) ||
-		    setresuid(USER_UID, USER_UID, USER_UID))
+		if (become_user(USER_UID))
 			_exit(122);
 		child = fork();
 		if (child == 0) {

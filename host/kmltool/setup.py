@@ -25,6 +25,7 @@ PACKAGES = {
     "ccache": "fast kernel rebuilds",
     "python3-pytest": "the test runner",
     "python3-ply": "scripts/checkpatch.pl (SPDX check) for ./kml patches check",
+    "python3-git": "scripts/checkpatch.pl (SPDX check) for ./kml patches check",
 }
 
 
