@@ -64,7 +64,8 @@ def configure(tree):
                   patches.head(tree))
     stamp = paths.OBJ / CONFIG_STAMP
     config = paths.OBJ / ".config"
-    if config.exists() and stamp.exists() and stamp.read_text() == want:
+    if (config.exists() and stamp.exists() and stamp.read_text() == want
+            and not check_config(frag, config)):
         return
     say("configuring: tinyconfig + kernel/config/kml.config")
     paths.OBJ.mkdir(parents=True, exist_ok=True)
