@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -375,6 +376,39 @@ TEST(root_can_single_step_a_kernel_mode_process)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_TRUE(WIFEXITED(status));
 	ASSERT_EQ(0, WEXITSTATUS(status));
+}
+
+/* PTRACE_SYSCALL (what strace uses) sees every call of the process. */
+TEST(ptrace_sees_every_system_call)
+{
+	int status, stops = 0;
+	pid_t pid;
+
+	install_probe(_metadata);
+	pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		ptrace(PTRACE_TRACEME, 0, 0, 0);
+		execl("/trusted/kml-probe", "kml-probe", "spin", "500", NULL);
+		_exit(127);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));	/* exec stop */
+	ASSERT_EQ(0, ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_TRACESYSGOOD));
+	for (;;) {
+		ASSERT_EQ(0, ptrace(PTRACE_SYSCALL, pid, 0, 0));
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		if (WIFEXITED(status))
+			break;
+		ASSERT_TRUE(WIFSTOPPED(status));
+		if (WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+			struct user_regs_struct regs;
+
+			ASSERT_EQ(0, ptrace(PTRACE_GETREGS, pid, 0, &regs));
+			stops += regs.orig_rax == SYS_getppid;
+		}
+	}
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	ASSERT_EQ(1000, stops);		/* 500 calls, entry and exit each */
 }
 
 TEST(traced_by_non_root_runs_in_user_mode)

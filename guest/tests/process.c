@@ -13,8 +13,12 @@
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <linux/filter.h>
 #include <linux/fs.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -424,6 +428,25 @@ TEST(file_mapping_larger_than_ram)
 	ASSERT_EQ(0, bad);
 	ASSERT_EQ(0, sink);
 	ASSERT_EQ(size / 4096, pages);
+}
+
+/* A seccomp filter applies to every path a system call can take. */
+TEST(seccomp_filter_applies)
+{
+	struct sock_filter insns[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getppid, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 77),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = 4, .filter = insns };
+
+	ASSERT_LT(0, syscall(SYS_getppid));
+	ASSERT_EQ(0, prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+	ASSERT_EQ(0, syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog));
+	ASSERT_EQ(-1, syscall(SYS_getppid));
+	ASSERT_EQ(77, errno);
+	ASSERT_LT(0, syscall(SYS_getpid));
 }
 
 TEST(setjmp_longjmp)
