@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -26,6 +27,9 @@
 #define KERNEL_LINE	"cpl=0 secure=1 kernelmode=1\n"
 #define USER_LINE	"cpl=3 secure=0 kernelmode=0\n"
 #define USER_UID	1000
+/* The verifier's mark for PROBE, computed on the host (./kml build) */
+#define PROBE_MARK	"/usr/lib/kml/marks/kml-probe"
+#define MARK_XATTR	"trusted.kml.verified"
 
 static int copy_file(const char *src, const char *dst, mode_t mode, uid_t uid)
 {
@@ -467,6 +471,118 @@ TEST(many_kernel_mode_processes_at_once)
 		ASSERT_TRUE(WIFEXITED(status));
 		ASSERT_EQ(0, WEXITSTATUS(status));
 	}
+}
+
+/*
+ * kernel.kml_require_mark=1: only programs whose trusted.kml.verified
+ * mark (written after a clean scan by ./kml verify) matches their
+ * contents are admitted.  The fixture switches the policy back off.
+ */
+FIXTURE(mark) {
+	char value[256];
+};
+
+FIXTURE_SETUP(mark)
+{
+	ASSERT_LT(0, kml_read_file(PROBE_MARK, self->value, sizeof(self->value)))
+		TH_LOG("%s missing: the image lacks the verifier's mark", PROBE_MARK);
+	self->value[strcspn(self->value, "\n")] = '\0';
+	ASSERT_EQ(0, strncmp(self->value, "kmlverify-", 10));
+	install_probe(_metadata);
+	ASSERT_EQ(0, write_sysctl("kml_require_mark", "1"));
+}
+
+FIXTURE_TEARDOWN(mark)
+{
+	write_sysctl("kml_require_mark", "0");
+}
+
+static int set_mark(const char *path, const char *value)
+{
+	return setxattr(path, MARK_XATTR, value, strlen(value), 0);
+}
+
+TEST_F(mark, unmarked_program_runs_in_user_mode)
+{
+	ASSERT_EQ(-1, getxattr("/trusted/kml-probe", MARK_XATTR, NULL, 0));
+	ASSERT_EQ(ENODATA, errno);
+	EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+	/* The policy switch: off again, the same file is admitted. */
+	ASSERT_EQ(0, write_sysctl("kml_require_mark", "0"));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);
+}
+
+TEST_F(mark, verified_program_runs_in_kernel_mode)
+{
+	ASSERT_EQ(0, set_mark("/trusted/kml-probe", self->value));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);
+	/* The mark does not replace the placement rules. */
+	ASSERT_EQ(0, chmod("/trusted/kml-probe", 0775));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+}
+
+TEST_F(mark, mark_of_other_contents_is_refused)
+{
+	char *sha = strstr(self->value, "sha256=");
+
+	ASSERT_NE(NULL, sha);
+	sha += 7;
+	*sha = *sha == '0' ? '1' : '0';		/* another file's hash */
+	ASSERT_EQ(0, set_mark("/trusted/kml-probe", self->value));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+}
+
+TEST_F(mark, changed_after_marking_is_refused)
+{
+	int fd;
+
+	ASSERT_EQ(0, set_mark("/trusted/kml-probe", self->value));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);
+	fd = open("/trusted/kml-probe", O_WRONLY | O_APPEND);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(1, write(fd, "", 1));		/* still a valid ELF file */
+	ASSERT_EQ(0, close(fd));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+}
+
+TEST_F(mark, malformed_marks_are_refused)
+{
+	static const char *const bad[] = {
+		"hello",
+		"kmlverify-1 policy=0 mode=default",
+		"kmlverify-1 policy=0 mode=default sha256=abc",
+		"kmlverify-1 policy=0 mode=default sha256=",
+	};
+	char longv[300];
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ASSERT_EQ(0, set_mark("/trusted/kml-probe", bad[i]));
+		EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+	}
+	/* Longer than any mark: refused, not truncated */
+	snprintf(longv, sizeof(longv), "%s%0*d", self->value,
+		 (int)(sizeof(longv) - 1 - strlen(self->value)), 0);
+	ASSERT_EQ(0, set_mark("/trusted/kml-probe", longv));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+}
+
+TEST_F(mark, only_root_can_mark)
+{
+	int status;
+	pid_t pid;
+
+	ASSERT_EQ(0, copy_file(PROBE, "/tmp/kml-probe-user", 0755, USER_UID));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		if (become_user(USER_UID))
+			_exit(2);
+		_exit(set_mark("/tmp/kml-probe-user", self->value) == -1 &&
+		      errno == EPERM ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	unlink("/tmp/kml-probe-user");
 }
 
 TEST_HARNESS_MAIN

@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from . import paths
@@ -74,6 +75,16 @@ def _busybox(arc):
             arc.symlink(a, "/bin/busybox")
 
 
+def verification_mark(path):
+    """The trusted.kml.verified value for a clean scan of path (./kml verify)."""
+    sys.path.insert(0, str(paths.ROOT / "verify"))
+    from kmlverify import mark, scanner
+    reports = scanner.scan([str(path)], follow_libs=False)
+    if not all(r.passed() for r in reports):
+        raise KmlError(f"{path}: the admission scan flags it (./kml verify {path})")
+    return mark.mark_value(mark.file_sha256(path)).encode()
+
+
 def base_archive():
     arc = Archive()
     for d in ("bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys",
@@ -99,8 +110,16 @@ def base_archive():
     add_host_file(arc, out / "kml-hello-dyn", "usr/bin/kml-hello-dyn", mode=0o755)
     arc.file("usr/lib/kml/kml-probe", (out / "kml-probe").read_bytes(), mode=0o755)
     arc.symlink("usr/bin/kml-probe", "/usr/lib/kml/kml-probe")
+    # The admission scanner's verification mark for kml-probe: cpio cannot
+    # carry trusted.* xattrs, so the guest tests set it from this file.
+    arc.file("usr/lib/kml/marks/kml-probe", verification_mark(out / "kml-probe") + b"\n")
     add_host_file(arc, out / "kml-probe-dyn", "usr/lib/kml/kml-probe-dyn", mode=0o755)
     arc.file("usr/lib/kml/kml-preload.so", (out / "kml-preload.so").read_bytes(), mode=0o755)
+    # static, nolibc, every system call through libkml (libkml.a itself is
+    # only linked, never installed)
+    arc.file("usr/lib/kml/kml-callpath-demo", (out / "kml-callpath-demo").read_bytes(),
+             mode=0o755)
+    arc.symlink("usr/bin/kml-callpath-demo", "/usr/lib/kml/kml-callpath-demo")
     return arc
 
 
@@ -111,6 +130,7 @@ def inputs_newer_than(target):
     srcs = [paths.GUEST_SRC / "init", paths.GUEST_SRC / "run-tests", Path(BUSYBOX),
             Path(__file__)]
     srcs += [p for p in paths.GUEST_OUT.rglob("*") if p.is_file()]
+    srcs += list((paths.ROOT / "verify" / "kmlverify").glob("*.py"))   # the marks
     return any(p.stat().st_mtime > t for p in srcs if p.exists())
 
 

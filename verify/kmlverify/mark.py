@@ -9,9 +9,10 @@ warnings were allowed, and the SHA-256 of the file's contents when it was
 scanned.  ``trusted.*`` attributes can be written and read only with
 CAP_SYS_ADMIN, so an unprivileged user can neither forge nor see a mark.
 
-The intended kernel policy (not implemented yet; docs/verification.md):
-admit a program to kernel mode only if it carries a mark whose hash
-matches its contents.
+The kernel enforces it behind a switch (kml_require_mark=1 or the sysctl
+kernel.kml_require_mark, docs/verification.md): a program is admitted to
+kernel mode only if it carries a well-formed mark whose hash matches its
+contents.
 """
 
 import errno
