@@ -21,6 +21,20 @@
  *   fork_exit, fork_exec        fork + _exit / execve + waitpid
  *   page_fault                  first touch of an anonymous page
  *
+ * System-call path (--path): "syscall" (default) issues every call through
+ * the C library, that is with the `syscall` instruction.  "call" issues the
+ * system calls of each row's loop through libkml (guest/libkml), which in a
+ * kernel-mode process (a copy run from /trusted) calls the vDSO function
+ * __vdso_kml_syscall instead: the same system calls as the C library
+ * makes (newfstatat for stat and fstat, openat, pselect6, rt_sigaction,
+ * clone for fork, wait4, ...).  Rows without a system call in their loop
+ * (call, vdso_clock_gettime) are measured as they are, with path "none";
+ * rows whose loop needs a call that cannot go through libkml (the signal
+ * return of sig_deliver and prot_fault: glibc's restorer executes
+ * `syscall`) are reported as skipped, with the reason.  --path call in a
+ * process where the call path is not available (user mode, a kernel
+ * without __vdso_kml_syscall) is refused with exit status 3.
+ *
  * How: every row has a setup (files, sockets, echo child, handlers), a loop
  * that performs the operation n times, and a generic cleanup.  The loop is
  * timed with CLOCK_MONOTONIC (ns) and with lfence+rdtsc (cycles).  A row
@@ -33,14 +47,18 @@
  *
  * Output: a Markdown table on stdout (stderr when the JSON goes to stdout),
  * two "seed layouts" arranged like KML paper Table 2 and the usermode-
- * kernel thesis Table 6.1, and optionally JSON (schema kml-bench/1).
+ * kernel thesis Table 6.1, and optionally JSON (schema kml-bench/2: /1
+ * plus the path, the CPL and the layouts, so that ./kml bench can combine
+ * several runs).
  * When the kernel command line says kml.accel=tcg, the results are marked
  * EMULATED: QEMU TCG timings are not hardware timings.
  *
  * Exit status: 0 when every row is ok or skipped, 1 when a row failed,
- * 2 for a usage error.
+ * 2 for a usage error, 3 when the mode asked for (--expect-mode, --path
+ * call) is not available here.
  *
- * Build: gcc -O2 -static -Wall -Wextra -Werror -o kml-bench kml-bench.c
+ * Build: gcc -O2 -static -Wall -Wextra -Werror -I../libkml -o kml-bench
+ *        kml-bench.c libkml.a
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -68,7 +86,9 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#define SCHEMA		"kml-bench/1"
+#include "kml.h"
+
+#define SCHEMA		"kml-bench/2"
 #define DEFAULT_EXEC	"/usr/lib/kml/hello"
 #define MIN_ITERS	3UL
 #define MAX_ITERS	1000000000UL
@@ -77,7 +97,14 @@
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
 
+enum { PATH_SYSCALL, PATH_CALL };
+static const char *const path_name[] = {
+	[PATH_SYSCALL] = "syscall",
+	[PATH_CALL] = "call",
+};
+
 static struct {
+	int path;		/* PATH_* */
 	int runs;
 	int run_ms;
 	int verbose;
@@ -100,6 +127,7 @@ struct bench;
 
 struct bctx {
 	const struct bench *b;
+	int (*run)(struct bctx *c, unsigned long n);	/* the loop timed */
 	char *reason;
 	size_t reason_sz;
 	int fd;			/* /dev/zero, /dev/null, the file */
@@ -116,6 +144,12 @@ struct bctx {
 	int saved_sig;		/* signal whose old action to restore */
 	struct sigaction old_sa;
 	struct sigaction sa;
+	struct ksigaction {	/* the kernel's struct sigaction */
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		unsigned long mask;
+	} ksa;			/* sa as glibc gave it to the kernel */
 };
 
 struct bench {
@@ -124,6 +158,14 @@ struct bench {
 	const char *unit;	/* "op", "round trip", "page" */
 	int (*setup)(struct bctx *c);	/* 0 ok, 1 skipped, -1 failed */
 	int (*run)(struct bctx *c, unsigned long n);	/* 0 ok, -1 failed */
+	/*
+	 * --path call: the loop with its system calls through libkml; or,
+	 * for a row without one, why not (no_call), or that its loop makes
+	 * no system call at all (nosys).  Every row says one of the three.
+	 */
+	int (*run_call)(struct bctx *c, unsigned long n);
+	const char *no_call;
+	int nosys;
 	int arg;
 	unsigned long quantum;	/* iterations are a multiple of this */
 };
@@ -141,6 +183,7 @@ struct result {
 	const char *name;
 	const char *label;
 	const char *unit;
+	const char *path;	/* "syscall", "call", "none"; NULL: not run */
 	int status;
 	char reason[REASON_MAX];
 	double ns_med, ns_min, ns_max;
@@ -182,6 +225,21 @@ static int fail(struct bctx *c, const char *fmt, ...)
 	return -1;
 }
 
+/* fail() for a raw kernel result r (-errno) of libkml. */
+static int kfail(struct bctx *c, const char *what, long r)
+{
+	errno = r < 0 && r > -4096 ? (int)-r : 0;
+	if (!errno)
+		return failx(c, "%s: returned %ld", what, r);
+	return fail(c, "%s", what);
+}
+
+/* Is r, the raw result of a system call, an error (-4095..-1)? */
+static int kerr(long r)
+{
+	return r < 0 && r > -4096;
+}
+
 __attribute__((format(printf, 2, 3)))
 static int skip(struct bctx *c, const char *fmt, ...)
 {
@@ -203,13 +261,8 @@ static int io_fail(struct bctx *c, const char *what, ssize_t r)
 	return failx(c, "%s: returned %zd", what, r);
 }
 
-static int wait_child(struct bctx *c, pid_t pid, const char *what)
+static int child_status(struct bctx *c, int st, const char *what)
 {
-	int st;
-
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return fail(c, "waitpid (%s)", what);
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
 	if (WIFEXITED(st))
@@ -217,6 +270,30 @@ static int wait_child(struct bctx *c, pid_t pid, const char *what)
 			     WEXITSTATUS(st));
 	return failx(c, "%s killed by signal %d (%s)", what, WTERMSIG(st),
 		     strsignal(WTERMSIG(st)));
+}
+
+static int wait_child(struct bctx *c, pid_t pid, const char *what)
+{
+	int st;
+
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return fail(c, "waitpid (%s)", what);
+	return child_status(c, st, what);
+}
+
+/* wait_child() with wait4 through libkml. */
+static int kwait_child(struct bctx *c, long pid, const char *what)
+{
+	long r;
+	int st;
+
+	do
+		r = kml_syscall4(SYS_wait4, pid, (long)&st, 0, 0);
+	while (r == -EINTR);
+	if (kerr(r))
+		return kfail(c, "wait4", r);
+	return child_status(c, st, what);
 }
 
 /* Undoes whatever a setup did, also after a partial setup. */
@@ -292,6 +369,22 @@ static int run_getpid(struct bctx *c, unsigned long n)
 	return 0;
 }
 
+static int run_getppid_call(struct bctx *c, unsigned long n)
+{
+	(void)c;
+	while (n--)
+		kml_syscall0(SYS_getppid);
+	return 0;
+}
+
+static int run_getpid_call(struct bctx *c, unsigned long n)
+{
+	(void)c;
+	while (n--)
+		kml_syscall0(SYS_getpid);
+	return 0;
+}
+
 static int setup_devzero(struct bctx *c)
 {
 	c->fd = open("/dev/zero", O_RDONLY);
@@ -326,6 +419,33 @@ static int run_write(struct bctx *c, unsigned long n)
 		r = write(c->fd, &ch, 1);
 		if (r != 1)
 			return io_fail(c, "write /dev/null", r);
+	}
+	return 0;
+}
+
+static int run_read_call(struct bctx *c, unsigned long n)
+{
+	char ch;
+	long r;
+
+	while (n--) {
+		r = kml_syscall3(SYS_read, c->fd, (long)&ch, 1);
+		if (r != 1)
+			return r ? kfail(c, "read /dev/zero", r)
+				 : failx(c, "read /dev/zero: end of file");
+	}
+	return 0;
+}
+
+static int run_write_call(struct bctx *c, unsigned long n)
+{
+	char ch = 0;
+	long r;
+
+	while (n--) {
+		r = kml_syscall3(SYS_write, c->fd, (long)&ch, 1);
+		if (r != 1)
+			return kfail(c, "write /dev/null", r);
 	}
 	return 0;
 }
@@ -375,6 +495,51 @@ static int run_open_close(struct bctx *c, unsigned long n)
 			return fail(c, "open %s", opt.file);
 		if (close(fd))
 			return fail(c, "close");
+	}
+	return 0;
+}
+
+/* glibc 2.36's stat(), fstat() and open(): newfstatat and openat */
+static int run_stat_call(struct bctx *c, unsigned long n)
+{
+	struct stat st;
+	long r;
+
+	while (n--) {
+		r = kml_syscall4(SYS_newfstatat, AT_FDCWD, (long)opt.file,
+				 (long)&st, 0);
+		if (r)
+			return kfail(c, "newfstatat", r);
+	}
+	return 0;
+}
+
+static int run_fstat_call(struct bctx *c, unsigned long n)
+{
+	struct stat st;
+	long r;
+
+	while (n--) {
+		r = kml_syscall4(SYS_newfstatat, c->fd, (long)"", (long)&st,
+				 AT_EMPTY_PATH);
+		if (r)
+			return kfail(c, "newfstatat (fstat)", r);
+	}
+	return 0;
+}
+
+static int run_open_close_call(struct bctx *c, unsigned long n)
+{
+	long fd, r;
+
+	while (n--) {
+		fd = kml_syscall4(SYS_openat, AT_FDCWD, (long)opt.file,
+				  O_RDONLY, 0);
+		if (kerr(fd))
+			return kfail(c, "openat", fd);
+		r = kml_syscall1(SYS_close, fd);
+		if (r)
+			return kfail(c, "close", r);
 	}
 	return 0;
 }
@@ -494,6 +659,28 @@ static int run_select(struct bctx *c, unsigned long n)
 	return 0;
 }
 
+/* glibc's select() is pselect6 with a timespec and no signal mask */
+static int run_select_call(struct bctx *c, unsigned long n)
+{
+	struct timespec ts;
+	fd_set rd;
+	long r;
+
+	while (n--) {
+		rd = c->set;
+		ts.tv_sec = 0;
+		ts.tv_nsec = 0;
+		r = kml_syscall6(SYS_pselect6, c->maxfd + 1, (long)&rd, 0, 0,
+				 (long)&ts, 0);
+		if (kerr(r))
+			return kfail(c, "pselect6", r);
+		if (r != c->expect)
+			return failx(c, "pselect6 returned %ld, expected %d",
+				     r, c->expect);
+	}
+	return 0;
+}
+
 /* ---- signals ------------------------------------------------------ */
 
 static volatile unsigned long sig_count;
@@ -513,6 +700,10 @@ static int setup_usr1(struct bctx *c)
 		return fail(c, "sigaction SIGUSR1");
 	c->saved_sig = SIGUSR1;
 	c->self = getpid();
+	/* what glibc made of it (SA_RESTORER and its restorer), for libkml */
+	if (syscall(SYS_rt_sigaction, SIGUSR1, NULL, &c->ksa,
+		    sizeof(c->ksa.mask)))
+		return fail(c, "rt_sigaction SIGUSR1 (read back)");
 	return 0;
 }
 
@@ -521,6 +712,19 @@ static int run_sigaction(struct bctx *c, unsigned long n)
 	while (n--)
 		if (sigaction(SIGUSR1, &c->sa, NULL))
 			return fail(c, "sigaction SIGUSR1");
+	return 0;
+}
+
+static int run_sigaction_call(struct bctx *c, unsigned long n)
+{
+	long r;
+
+	while (n--) {
+		r = kml_syscall4(SYS_rt_sigaction, SIGUSR1, (long)&c->ksa, 0,
+				 sizeof(c->ksa.mask));
+		if (r)
+			return kfail(c, "rt_sigaction SIGUSR1", r);
+	}
 	return 0;
 }
 
@@ -614,18 +818,26 @@ static int run_prot(struct bctx *c, unsigned long n)
 
 /* ---- IPC round trips ---------------------------------------------- */
 
+/* The echo child makes its calls the way the measuring parent does. */
 static __attribute__((noreturn)) void echo_child(int rfd, int wfd)
 {
-	ssize_t r;
+	long r;
 	char ch;
 
 	for (;;) {
-		r = read(rfd, &ch, 1);
+		if (opt.path == PATH_CALL)
+			r = kml_syscall3(SYS_read, rfd, (long)&ch, 1);
+		else
+			r = read(rfd, &ch, 1);
 		if (r == 0)
 			_exit(0);
 		if (r != 1)
 			_exit(1);
-		if (write(wfd, &ch, 1) != 1)
+		if (opt.path == PATH_CALL)
+			r = kml_syscall3(SYS_write, wfd, (long)&ch, 1);
+		else
+			r = write(wfd, &ch, 1);
+		if (r != 1)
 			_exit(2);
 	}
 }
@@ -706,6 +918,23 @@ static int run_rtt(struct bctx *c, unsigned long n)
 	return 0;
 }
 
+static int run_rtt_call(struct bctx *c, unsigned long n)
+{
+	char ch = 'x';
+	long r;
+
+	while (n--) {
+		r = kml_syscall3(SYS_write, c->wfd, (long)&ch, 1);
+		if (r != 1)
+			return kfail(c, "write to echo child", r);
+		r = kml_syscall3(SYS_read, c->rfd, (long)&ch, 1);
+		if (r != 1)
+			return r ? kfail(c, "read from echo child", r)
+				 : failx(c, "read from echo child: end of file");
+	}
+	return 0;
+}
+
 /* ---- processes ---------------------------------------------------- */
 
 static int run_fork_exit(struct bctx *c, unsigned long n)
@@ -720,6 +949,38 @@ static int run_fork_exit(struct bctx *c, unsigned long n)
 		if (pid == 0)
 			_exit(0);
 		if (wait_child(c, pid, "child"))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * fork through libkml: clone(SIGCHLD) as glibc's fork() makes it (without
+ * the TID bookkeeping, which only glibc's own child code needs); the child
+ * makes no call but exit_group.
+ */
+static long kfork(void)
+{
+	return kml_syscall5(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+}
+
+static __attribute__((noreturn)) void kexit(int status)
+{
+	for (;;)
+		kml_syscall1(SYS_exit_group, status);
+}
+
+static int run_fork_exit_call(struct bctx *c, unsigned long n)
+{
+	long pid;
+
+	while (n--) {
+		pid = kfork();
+		if (kerr(pid))
+			return kfail(c, "clone", pid);
+		if (pid == 0)
+			kexit(0);
+		if (kwait_child(c, pid, "child"))
 			return -1;
 	}
 	return 0;
@@ -749,6 +1010,27 @@ static int run_fork_exec(struct bctx *c, unsigned long n)
 			_exit(127);
 		}
 		if (wait_child(c, pid, opt.exec_path))
+			return -1;
+	}
+	return 0;
+}
+
+static int run_fork_exec_call(struct bctx *c, unsigned long n)
+{
+	char *argv[] = { (char *)opt.exec_path, NULL };
+	char *envp[] = { NULL };
+	long pid;
+
+	while (n--) {
+		pid = kfork();
+		if (kerr(pid))
+			return kfail(c, "clone", pid);
+		if (pid == 0) {
+			kml_syscall3(SYS_execve, (long)opt.exec_path,
+				     (long)argv, (long)envp);
+			kexit(127);
+		}
+		if (kwait_child(c, pid, opt.exec_path))
 			return -1;
 	}
 	return 0;
@@ -784,6 +1066,31 @@ static int run_page_fault(struct bctx *c, unsigned long n)
 	return 0;
 }
 
+static int run_page_fault_call(struct bctx *c, unsigned long n)
+{
+	unsigned long k, i;
+	size_t len;
+	volatile char *p;
+	long r;
+
+	while (n) {
+		k = n < PF_CHUNK ? n : PF_CHUNK;
+		len = k * c->pagesz;
+		r = kml_syscall6(SYS_mmap, 0, len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (kerr(r))
+			return kfail(c, "mmap", r);
+		p = (volatile char *)r;
+		for (i = 0; i < k; i++)
+			p[i * c->pagesz] = 1;
+		r = kml_syscall2(SYS_munmap, (long)p, len);
+		if (r)
+			return kfail(c, "munmap", r);
+		n -= k;
+	}
+	return 0;
+}
+
 /* ---- the rows ----------------------------------------------------- */
 
 #define SELECT_ROW(kind, what, n)					\
@@ -793,29 +1100,38 @@ static int run_page_fault(struct bctx *c, unsigned long n)
 		.unit = "op",						\
 		.setup = setup_select_##kind,				\
 		.run = run_select,					\
+		.run_call = run_select_call,				\
 		.arg = n,						\
 	}
 
+#define NO_CALL_SIGRETURN "the signal return (rt_sigreturn) is made by " \
+	"glibc's restorer with the syscall instruction"
+
 static const struct bench benches[] = {
 	{ .name = "call", .label = "Empty function call (reference)",
-	  .unit = "op", .run = run_call },
+	  .unit = "op", .run = run_call, .nosys = 1 },
 	{ .name = "vdso_clock_gettime",
 	  .label = "clock_gettime(CLOCK_MONOTONIC) via vDSO (reference)",
-	  .unit = "op", .run = run_vdso },
+	  .unit = "op", .run = run_vdso, .nosys = 1 },
 	{ .name = "getppid", .label = "Null syscall: getppid",
-	  .unit = "op", .run = run_getppid },
+	  .unit = "op", .run = run_getppid, .run_call = run_getppid_call },
 	{ .name = "getpid", .label = "getpid",
-	  .unit = "op", .run = run_getpid },
+	  .unit = "op", .run = run_getpid, .run_call = run_getpid_call },
 	{ .name = "read", .label = "read 1 byte from /dev/zero",
-	  .unit = "op", .setup = setup_devzero, .run = run_read },
+	  .unit = "op", .setup = setup_devzero, .run = run_read,
+	  .run_call = run_read_call },
 	{ .name = "write", .label = "write 1 byte to /dev/null",
-	  .unit = "op", .setup = setup_devnull, .run = run_write },
+	  .unit = "op", .setup = setup_devnull, .run = run_write,
+	  .run_call = run_write_call },
 	{ .name = "stat", .label = "stat",
-	  .unit = "op", .setup = setup_file, .run = run_stat },
+	  .unit = "op", .setup = setup_file, .run = run_stat,
+	  .run_call = run_stat_call },
 	{ .name = "fstat", .label = "fstat",
-	  .unit = "op", .setup = setup_file_fd, .run = run_fstat },
+	  .unit = "op", .setup = setup_file_fd, .run = run_fstat,
+	  .run_call = run_fstat_call },
 	{ .name = "open_close", .label = "open + close",
-	  .unit = "op", .setup = setup_file, .run = run_open_close },
+	  .unit = "op", .setup = setup_file, .run = run_open_close,
+	  .run_call = run_open_close_call },
 	SELECT_ROW(file, "file fds", 10),
 	SELECT_ROW(file, "file fds", 100),
 	SELECT_ROW(file, "file fds", 250),
@@ -825,26 +1141,33 @@ static const struct bench benches[] = {
 	SELECT_ROW(tcp, "TCP fds", 250),
 	SELECT_ROW(tcp, "TCP fds", 500),
 	{ .name = "sigaction", .label = "Signal handler installation",
-	  .unit = "op", .setup = setup_usr1, .run = run_sigaction },
+	  .unit = "op", .setup = setup_usr1, .run = run_sigaction,
+	  .run_call = run_sigaction_call },
 	{ .name = "sig_deliver",
 	  .label = "Signal delivery (kill self, SIGUSR1)",
-	  .unit = "op", .setup = setup_usr1, .run = run_sig_deliver },
+	  .unit = "op", .setup = setup_usr1, .run = run_sig_deliver,
+	  .no_call = NO_CALL_SIGRETURN },
 	{ .name = "prot_fault",
 	  .label = "Protection fault + SIGSEGV handler",
-	  .unit = "op", .setup = setup_prot, .run = run_prot },
+	  .unit = "op", .setup = setup_prot, .run = run_prot,
+	  .no_call = NO_CALL_SIGRETURN },
 	{ .name = "pipe_rtt", .label = "Pipe round trip, 1 byte",
-	  .unit = "round trip", .setup = setup_pipe, .run = run_rtt },
+	  .unit = "round trip", .setup = setup_pipe, .run = run_rtt,
+	  .run_call = run_rtt_call },
 	{ .name = "unix_rtt",
 	  .label = "AF_UNIX stream round trip, 1 byte",
-	  .unit = "round trip", .setup = setup_unix, .run = run_rtt },
+	  .unit = "round trip", .setup = setup_unix, .run = run_rtt,
+	  .run_call = run_rtt_call },
 	{ .name = "fork_exit", .label = "fork + _exit + waitpid",
-	  .unit = "op", .run = run_fork_exit },
+	  .unit = "op", .run = run_fork_exit,
+	  .run_call = run_fork_exit_call },
 	{ .name = "fork_exec", .label = "fork + execve + waitpid",
-	  .unit = "op", .setup = setup_exec, .run = run_fork_exec },
+	  .unit = "op", .setup = setup_exec, .run = run_fork_exec,
+	  .run_call = run_fork_exec_call },
 	{ .name = "page_fault",
 	  .label = "Page fault, first touch of anonymous page",
 	  .unit = "page", .setup = setup_page_fault, .run = run_page_fault,
-	  .quantum = PF_CHUNK },
+	  .run_call = run_page_fault_call, .quantum = PF_CHUNK },
 };
 
 #define NBENCH	ARRAY_SIZE(benches)
@@ -876,7 +1199,7 @@ static int timed(struct bctx *c, unsigned long n, double *ns, double *cyc)
 
 	t0 = now_ns();
 	c0 = tsc();
-	r = c->b->run(c, n);
+	r = c->run(c, n);
 	c1 = tsc();
 	t1 = now_ns();
 	*ns = t1 - t0;
@@ -971,6 +1294,18 @@ static void run_bench(const struct bench *b, struct result *r)
 	int st;
 
 	r->reason[0] = 0;
+	r->path = b->nosys ? "none" : path_name[opt.path];
+	c.run = b->run;
+	if (opt.path == PATH_CALL && !b->nosys) {
+		c.run = b->run_call;
+		if (!c.run) {
+			r->status = ST_SKIP;
+			r->path = NULL;
+			snprintf(r->reason, sizeof(r->reason), "not available "
+				 "through the call path: %s", b->no_call);
+			return;
+		}
+	}
 	st = b->setup ? b->setup(&c) : 0;
 	if (st > 0)
 		r->status = ST_SKIP;
@@ -1121,7 +1456,13 @@ static void print_header(FILE *f)
 	fprintf(f, "- method: %d runs of about %d ms per row; median of "
 		"the runs' mean time per operation\n", opt.runs, opt.run_ms);
 	fprintf(f, "- file: %s\n", opt.file ? opt.file : file_err);
-	fprintf(f, "- exec target: %s\n\n", opt.exec_path);
+	fprintf(f, "- exec target: %s\n", opt.exec_path);
+	fprintf(f, "- mode: %s (CPL %d)\n", kml_kernel_mode() ? "kernel" :
+		"user", kml_kernel_mode() ? 0 : 3);
+	fprintf(f, "- path: %s\n\n", opt.path == PATH_CALL ?
+		"call (system calls through libkml: __vdso_kml_syscall)" :
+		"syscall (system calls through the C library: the syscall "
+		"instruction)");
 }
 
 static void print_main_table(FILE *f, const struct result_set *s)
@@ -1321,6 +1662,32 @@ static void json_num(FILE *f, const char *key, double v, int ok)
 		fprintf(f, ", \"%s\": null", key);
 }
 
+/* The seed layouts, so that a combination of runs can print them too. */
+static void write_json_layouts(FILE *f)
+{
+	size_t i, j;
+
+	fputs(", \"layouts\": [", f);
+	for (i = 0; i < ARRAY_SIZE(layouts); i++) {
+		const struct layout *l = &layouts[i];
+
+		fprintf(f, "%s\n  {\"title\": ", i ? "," : "");
+		json_str(f, l->title);
+		fputs(", \"unit\": ", f);
+		json_str(f, l->unit);
+		fprintf(f, ", \"ns_per_unit\": %g, \"rows\": [", l->div);
+		for (j = 0; j < l->nrows; j++) {
+			fputs(j ? ", [" : "[", f);
+			json_str(f, l->rows[j].title);
+			fputs(", ", f);
+			json_str(f, l->rows[j].name);
+			fputc(']', f);
+		}
+		fputs("]}", f);
+	}
+	fputs("]", f);
+}
+
 static void write_json(FILE *f, const struct result_set *s)
 {
 	size_t i;
@@ -1346,6 +1713,11 @@ static void write_json(FILE *f, const struct result_set *s)
 	json_str(f, opt.file);
 	fputs(", \"exec\": ", f);
 	json_str(f, opt.exec_path);
+	fprintf(f, ", \"path\": \"%s\", \"cpl\": %d, \"call_path\": %s, "
+		"\"vdso_kml_syscall\": %s", path_name[opt.path],
+		kml_kernel_mode() ? 0 : 3, kml_call_path() ? "true" : "false",
+		kml_vdso_entry() ? "true" : "false");
+	write_json_layouts(f);
 	fputs(", \"rows\": [", f);
 	for (i = 0; i < s->nrows; i++) {
 		const struct result *r = &s->rows[i];
@@ -1373,6 +1745,8 @@ static void write_json(FILE *f, const struct result_set *s)
 			fputs(", \"iters\": null", f);
 		fputs(", \"unit\": ", f);
 		json_str(f, r->unit);
+		fputs(", \"path\": ", f);
+		json_str(f, r->path);
 		fputc('}', f);
 	}
 	fputs("\n]}\n", f);
@@ -1397,6 +1771,11 @@ static void usage(FILE *f)
 		"  --exec PATH       exec target of fork_exec (default %s)\n"
 		"  --file PATH       file for stat/fstat/open/select\n"
 		"                    (default: this program, /proc/self/exe)\n"
+		"  --path P          system calls through 'syscall' (the C\n"
+		"                    library; default) or 'call' (libkml's call\n"
+		"                    path: kernel-mode processes only)\n"
+		"  --expect-mode M   'user' or 'kernel': exit 3 unless this\n"
+		"                    process runs in that mode\n"
 		"  -v, --verbose     progress on stderr\n"
 		"  -h, --help        this text\n",
 		prog, DEFAULT_EXEC);
@@ -1497,7 +1876,7 @@ static void resolve_file(const char *argv0, const char *given)
 int main(int argc, char **argv)
 {
 	enum { O_RUNS = 256, O_RUNMS, O_QUICK, O_ONLY, O_LIST, O_JSON,
-	       O_LABEL, O_EXEC, O_FILE };
+	       O_LABEL, O_EXEC, O_FILE, O_SCPATH, O_EXPECT };
 	static const struct option lopts[] = {
 		{ "runs", required_argument, NULL, O_RUNS },
 		{ "run-ms", required_argument, NULL, O_RUNMS },
@@ -1508,6 +1887,8 @@ int main(int argc, char **argv)
 		{ "label", required_argument, NULL, O_LABEL },
 		{ "exec", required_argument, NULL, O_EXEC },
 		{ "file", required_argument, NULL, O_FILE },
+		{ "path", required_argument, NULL, O_SCPATH },
+		{ "expect-mode", required_argument, NULL, O_EXPECT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
@@ -1515,6 +1896,7 @@ int main(int argc, char **argv)
 	static struct result results[NBENCH];
 	int selected[NBENCH] = { 0 };
 	int runs = -1, run_ms = -1, quick = 0, list = 0, only = 0;
+	int expect_kernel = -1;
 	const char *file = NULL;
 	struct result_set set;
 	int ch, failed = 0, done = 0, total = 0;
@@ -1560,6 +1942,24 @@ int main(int argc, char **argv)
 				usage_error("--file needs a path");
 			file = optarg;
 			break;
+		case O_SCPATH:
+			if (!strcmp(optarg, "syscall"))
+				opt.path = PATH_SYSCALL;
+			else if (!strcmp(optarg, "call"))
+				opt.path = PATH_CALL;
+			else
+				usage_error("invalid --path value '%s' "
+					    "('syscall' or 'call')", optarg);
+			break;
+		case O_EXPECT:
+			if (!strcmp(optarg, "user"))
+				expect_kernel = 0;
+			else if (!strcmp(optarg, "kernel"))
+				expect_kernel = 1;
+			else
+				usage_error("invalid --expect-mode value '%s' "
+					    "('user' or 'kernel')", optarg);
+			break;
 		case 'v':
 			opt.verbose = 1;
 			break;
@@ -1578,6 +1978,33 @@ int main(int argc, char **argv)
 			printf("%-20s %s\n", benches[i].name,
 			       benches[i].label);
 		return 0;
+	}
+	for (i = 0; i < NBENCH; i++)
+		if (!benches[i].nosys && !benches[i].run_call &&
+		    !benches[i].no_call) {
+			fprintf(stderr, "%s: internal error: row %s says "
+				"nothing about the call path\n", prog,
+				benches[i].name);
+			return 1;
+		}
+	if (expect_kernel >= 0 && expect_kernel != kml_kernel_mode()) {
+		fprintf(stderr, "%s: expected to run in %s mode, but this "
+			"process runs at CPL %d\n", prog,
+			expect_kernel ? "kernel" : "user",
+			kml_kernel_mode() ? 0 : 3);
+		return 3;
+	}
+	if (opt.path == PATH_CALL && !kml_call_path()) {
+		fprintf(stderr, "%s: --path call: the call path is not "
+			"available here: %s\n", prog,
+			!kml_kernel_mode() ? "this process runs in user mode "
+			"(CPL 3); the call path is for kernel-mode processes "
+			"(run a copy from /trusted)" :
+			!kml_vdso_base() ? "there is no vDSO "
+			"(AT_SYSINFO_EHDR is 0)" :
+			"the vDSO has no __vdso_kml_syscall (LINUX_2.6): "
+			"not a kml kernel with fast system calls");
+		return 3;
 	}
 	if (quick) {
 		opt.runs = 3;

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import initramfs, kbuild, patches, paths, qemu, setup
+from . import bench, initramfs, kbuild, patches, paths, qemu, setup
 from .paths import KmlError
 from .util import say
 
@@ -20,7 +20,6 @@ TEST_CONFIGS = {
     "smp1-pti-off": (1, "pti=off"),
 }
 DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off"]
-JSON_MARK = "===KML-BENCH-JSON==="
 DEMO_SCRIPT = (
     'echo "== kml-probe from /usr/lib/kml (user mode):"; /usr/lib/kml/kml-probe info; '
     'cp /usr/lib/kml/kml-probe /trusted/ && '
@@ -93,7 +92,8 @@ def build_parser():
     p.add_argument("--host-only", action="store_true", help="skip VM boots")
     p.add_argument("-k", dest="pytest_k", metavar="EXPR", help="pytest -k selection")
 
-    for name, text in (("bench", "run the latency benchmark in a VM"),
+    for name, text in (("bench", "run the latency benchmark in a VM: ordinary process, "
+                                 "kernel mode with syscall, kernel mode with the call path"),
                        ("demo", "the main job: set up, build, boot, show the latency table")):
         p = sub.add_parser(name, help=text)
         add_vm_options(p, 1200)
@@ -188,38 +188,47 @@ def cmd_test(a):
 
 
 def cmd_bench(a, demo=False):
+    """kml-bench in three modes in one boot (see bench.py), combined."""
     build_all()
-    args = ["kml-bench", "--json", "/tmp/bench.json", "--label", "user"]
+    args = []
     if a.quick:
         args.append("--quick")
     if a.only:
+        bench.check_only(a.only, paths.GUEST_OUT / "kml-bench")
         args += ["--only", a.only]
-    script = ('"$@" || exit $?; echo ' + JSON_MARK + '; cat /tmp/bench.json')
+    script = bench.guest_script()
     if demo:
         say("the main job: one program run in user mode and from /trusted in "
             "kernel mode, then the syscall latency table, in a fresh VM")
-        script = (DEMO_SCRIPT + script)
+        script = DEMO_SCRIPT + script
+    say("kml-bench in three modes: " + ", ".join(m.name for m in bench.MODES))
     res = qemu.boot(["sh", "-c", script, "sh", *args], smp=a.smp, mem=a.mem,
-                    append=a.append, timeout=a.timeout, accel=accel_arg(a))
+                    append=a.append, timeout=a.timeout, accel=accel_arg(a),
+                    stream=bench.StreamUntil())
     msg = res.verdict()
     if msg:
         say(f"bench FAILED: {msg}")
         return res.exit_code()
-    if res.status != 0:
-        say(f"bench FAILED: kml-bench exited with {res.status}")
-        return res.status
     text = res.output.decode(errors="replace")
-    table, _, js = text.partition(JSON_MARK)
-    try:
-        data = json.loads(js)
-    except ValueError as e:
-        raise KmlError(f"bench: no valid JSON from the guest ({e}); output in {res.output_log}") from e
+    runs = bench.parse_output(text)
+    if res.status != 0 or not runs:
+        tail = "\n".join(text.strip().splitlines()[-5:])
+        say(f"bench FAILED: the guest script exited with {res.status}"
+            + (f"; its last output:\n{tail}" if tail else "")
+            + f"\noutput: {res.output_log}")
+        return res.status or 1
+    data = bench.combine(runs)
+    table = bench.markdown(data)
+    print("\n" + table, end="", flush=True)
     paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
     stem = paths.BENCH_OUT / time.strftime("%Y%m%d-%H%M%S")
     stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-    stem.with_suffix(".md").write_text(table.strip() + "\n")
+    stem.with_suffix(".md").write_text(table)
+    for m in data["modes"]:
+        if m["status"] != "ok":
+            say(f"bench: mode {m['name']} {m['status']}: {m['reason']}")
     say(f"results: {stem}.json and {stem}.md")
-    return 0
+    return bench.exit_status(data)
 
 
 def cmd_verify(a):

@@ -92,7 +92,9 @@ def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None):
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
          stream=True, env=None, disk_mib=0):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
-    attaches an empty (sparse) virtio disk of that size as /dev/vda."""
+    attaches an empty (sparse) virtio disk of that size as /dev/vda.
+    stream: True copies the command's output to stdout as it comes, a
+    callable gets every chunk of it instead, False keeps it quiet."""
     for f, what in ((paths.BZIMAGE, "kernel"), (paths.INITRAMFS, "initramfs")):
         if not f.exists():
             raise KmlError(f"no {what} at {f}: run ./kml build")
@@ -123,7 +125,9 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
                     break
                 chunks.append(data)
                 log.write(data)
-                if stream:
+                if callable(stream):
+                    stream(data)
+                elif stream:
                     sys.stdout.buffer.write(data)
                     sys.stdout.buffer.flush()
 

@@ -26,6 +26,9 @@ PACKAGES = {
     "python3-pytest": "the test runner",
     "python3-ply": "scripts/checkpatch.pl (SPDX check) for ./kml patches check",
     "python3-git": "scripts/checkpatch.pl (SPDX check) for ./kml patches check",
+    "dwarves": "pahole: the kernel's BTF (/sys/kernel/btf/vmlinux) for the kernel library",
+    "libbpf-dev": "BTF reader (static libbpf) for the kernel-library programs",
+    "zlib1g-dev": "static libbpf/libelf dependency of the kernel-library programs",
 }
 
 

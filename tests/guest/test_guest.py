@@ -164,4 +164,68 @@ def test_bench_prints_every_row():
     for r in rows:
         assert r["status"] == "ok", r
         assert r["ns_median"] > 0
+        assert r["path"] == ("none" if r["name"] in ("call", "vdso_clock_gettime")
+                             else "syscall"), r
     assert data["accel"] in ("tcg", "kvm")
+    assert data["schema"] == "kml-bench/2"
+    assert (data["path"], data["cpl"], data["call_path"]) == ("syscall", 3, False)
+    assert data["vdso_kml_syscall"] is True
+
+
+def test_bench_three_modes_in_one_boot():
+    rows = "getppid,read,sig_deliver,call"
+    before = set((ROOT / "build" / "bench").glob("*.json"))
+    p = kml("bench", "--quick", "--only", rows, timeout=900)
+    assert p.returncode == 0, p.stderr
+    for mode in ("user", "kernel-syscall", "kernel-call"):
+        assert f"== kml-bench, mode {mode}:" in p.stdout
+    assert ("| Benchmark | user ns | user cycles | kernel-syscall ns | kernel-syscall cycles "
+            "| kernel-call ns | kernel-call cycles | user/kernel-syscall | user/kernel-call |"
+            in p.stdout)
+    assert "## KML paper Table 2 layout (ns)" in p.stdout
+    assert "## Usermode-kernel thesis Table 6.1 layout" in p.stdout
+    new = sorted(set((ROOT / "build" / "bench").glob("*.json")) - before)
+    assert new, p.stderr
+    data = json.loads(new[-1].read_text())
+    assert new[-1].with_suffix(".md").read_text() in p.stdout
+    assert data["schema"] == "kml-bench-modes/1"
+    if data["accel"] == "tcg":
+        assert data["emulated"] and "EMULATED" in p.stdout
+    modes = {m["name"]: m for m in data["modes"]}
+    assert list(modes) == ["user", "kernel-syscall", "kernel-call"]
+    for name, cpl, path in (("user", 3, "syscall"), ("kernel-syscall", 0, "syscall"),
+                            ("kernel-call", 0, "call")):
+        m = modes[name]
+        assert m["status"] == "ok", m
+        assert (m["result"]["cpl"], m["result"]["path"]) == (cpl, path)
+    assert modes["kernel-call"]["result"]["call_path"] is True
+    by = {r["name"]: r for r in data["rows"]}
+    assert set(by) == set(rows.split(","))
+    for name in ("getppid", "read"):
+        cells = by[name]["modes"]
+        assert all(cells[m]["status"] == "ok" and cells[m]["ns_median"] > 0 for m in modes)
+        assert cells["kernel-call"]["path"] == "call"
+        assert by[name]["speedup"]["user/kernel-call"] > 0
+        assert by[name]["speedup"]["user/kernel-syscall"] > 0
+    assert by["call"]["modes"]["kernel-call"]["path"] == "none"
+    sig = by["sig_deliver"]["modes"]
+    assert sig["kernel-syscall"]["status"] == "ok"
+    assert sig["kernel-call"]["status"] == "skipped"
+    assert "rt_sigreturn" in sig["kernel-call"]["reason"]
+
+
+def test_callpath_demo_user_and_kernel_mode():
+    p = kml("run", "--", "kml-callpath-demo")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "cpl=3 call_path=0 vdso_kml_syscall=1"
+    assert re.fullmatch(r"getpid=\d+ getppid=\d+ uname=Linux 6\.12\.\d+-kml", lines[1])
+    assert lines[2] == 'pipe: wrote 5, read 5 "hello"'
+    assert lines[3] == "fast_syscalls: +0 over 100 getppid calls"
+    p = kml("run", "--kernel-mode", "--", "kml-callpath-demo")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "cpl=0 call_path=1 vdso_kml_syscall=1"
+    assert lines[2] == 'pipe: wrote 5, read 5 "hello"'
+    m = re.fullmatch(r"fast_syscalls: \+(\d+) over 100 getppid calls", lines[3])
+    assert m and int(m.group(1)) >= 100, lines[3]
