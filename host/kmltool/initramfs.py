@@ -120,6 +120,12 @@ def base_archive():
     arc.file("usr/lib/kml/kml-callpath-demo", (out / "kml-callpath-demo").read_bytes(),
              mode=0o755)
     arc.symlink("usr/bin/kml-callpath-demo", "/usr/lib/kml/kml-callpath-demo")
+    # The kernel library's programs run in kernel mode: in /trusted, root-owned,
+    # 0755.  A copy in /usr/lib/kml runs in user mode (their refusal is tested).
+    for prog in ("kml-ps", "kml-udp"):
+        data = (out / prog).read_bytes()
+        arc.file(f"trusted/{prog}", data, mode=0o755)
+        arc.file(f"usr/lib/kml/{prog}", data, mode=0o755)
     return arc
 
 

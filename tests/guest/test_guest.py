@@ -229,3 +229,34 @@ def test_callpath_demo_user_and_kernel_mode():
     assert lines[2] == 'pipe: wrote 5, read 5 "hello"'
     m = re.fullmatch(r"fast_syscalls: \+(\d+) over 100 getppid calls", lines[3])
     assert m and int(m.group(1)) >= 100, lines[3]
+
+
+def test_kernel_library_programs_print_their_tables():
+    """./kml run -- /trusted/kml-ps and /trusted/kml-udp, as a user runs them."""
+    p = kml("run", "--", "sh", "-c",
+            "cat /proc/cmdline; /trusted/kml-ps; echo \"== kml-ps $?\"; "
+            "/trusted/kml-udp -r 5 -t 0.3; echo \"== kml-udp $?\"", timeout=900)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "== kml-ps 0\n" in out and "== kml-udp 0\n" in out, out
+    ps = out[out.index("kml-ps: "):out.index("== kml-ps")]
+    lines = ps.splitlines()
+    assert re.fullmatch(r"kml-ps: \d+ tasks \(\d+ idle, \d+ processes, \d+ other threads\) "
+                        r"from init_task at 0xffffffff[0-9a-f]{8}; kernel stacks of \d+ bytes "
+                        r"\(THREAD_SIZE = __end_init_stack - __start_init_stack\)", lines[0])
+    assert lines[1].split() == ["PID", "TGID", "S", "STACK", "COMM"]
+    rows = [re.fullmatch(r"\s*(\d+)\s+(\d+) ([RSDTtXZPI]) +(\d+|-|\?)[ !](.*)", ln)
+            for ln in lines[2:] if not ln.startswith("!")]
+    assert rows and all(rows), lines
+    assert ("0", "0", "swapper/0") in {(m[1], m[2], m[5]) for m in rows}
+    assert ("1", "1", "init") in {(m[1], m[2], m[5]) for m in rows}
+    me = [m for m in rows if m[5] == "kml-ps"]
+    assert len(me) == 1 and me[0][3] == "R" and 0 < int(me[0][4]) <= 16384 * 4
+    udp = out[out.index("kml-udp: "):]
+    assert ("| Delay for sending 100, 5120-byte packets (median of 5 runs) |" in udp), udp
+    for way in ("sendto()", "sendto() call path", "kernel_sendmsg()"):
+        assert re.search(rf"^\| {re.escape(way)} \| \d+ \| \d+ \| \d+ \| \d+ \| \d+ \| \d+ \| "
+                         r"\d+\.\d\dx \|$", udp, re.M), udp
+    assert re.search(r"^receiver: .* datagrams verified; 0 bad, 0 duplicate, 0 missing$",
+                     udp, re.M), udp
+    assert ("EMULATED" in udp) == ("kml.accel=tcg" in out.splitlines()[0])

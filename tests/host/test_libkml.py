@@ -22,7 +22,7 @@ def out(tmp_path_factory):
         pytest.skip(f"no kernel tree at {paths.TREE}: run ./kml patches apply")
     o = tmp_path_factory.mktemp("guest")
     targets = [f"{o}/libkml/libkml.a", f"{o}/tests/syscall", f"{o}/kml-bench",
-               f"{o}/kml-callpath-demo"]
+               f"{o}/kml-callpath-demo", f"{o}/tests/klib", f"{o}/kml-ps", f"{o}/kml-udp"]
     p = subprocess.run(["make", "-s", "-C", str(ROOT / "guest"), f"O={o}", f"KSFT={KSFT}",
                         f"-j{os.cpu_count() or 1}", *targets],
                        capture_output=True, text=True, timeout=300)
@@ -33,7 +33,8 @@ def out(tmp_path_factory):
 def test_libkml_archive_members(out):
     p = subprocess.run(["ar", "t", str(out / "libkml" / "libkml.a")],
                        capture_output=True, text=True, check=True)
-    assert p.stdout.split() == ["syscall.o", "vdso.o", "auxv.o", "errno.o"]
+    assert p.stdout.split() == ["syscall.o", "vdso.o", "auxv.o", "errno.o",
+                                "kcall.o", "ksym.o", "klib_err.o", "btf.o"]
     # the core must not need a C library (it goes into nolibc programs)
     for member in ("syscall.o", "vdso.o"):
         nm = subprocess.run(["nm", "-u", str(out / "libkml" / member)],
@@ -41,6 +42,45 @@ def test_libkml_archive_members(out):
         undefined = set(nm.stdout.split()) - {"U"}
         assert undefined <= {"kml__resolve", "kml__entry", "kml__sysinfo_ehdr",
                              "kml_vdso_sym", "kml_kernel_mode"}, (member, undefined)
+    # only the BTF member of the kernel library needs libbpf
+    for member in ("kcall.o", "ksym.o", "klib_err.o", "btf.o"):
+        nm = subprocess.run(["nm", "-u", str(out / "libkml" / member)],
+                            capture_output=True, text=True, check=True)
+        bpf = {s for s in nm.stdout.split() if s.startswith(("btf", "libbpf", "bpf_"))}
+        assert bool(bpf) == (member == "btf.o"), (member, bpf)
+
+
+def test_kernelcall_links_without_libbpf(out, tmp_path):
+    """A program that calls kernel functions by name but uses no BTF links
+    with libkml.a alone, and is refused politely in user mode."""
+    src = tmp_path / "kc.c"
+    src.write_text('#include <stdio.h>\n#include "kml_klib.h"\n'
+                   'int main(void) { unsigned long r; int e = kml_kcall(&r, 0x1000, 1, 2);'
+                   ' printf("%d %s\\n", e, kml_kcall_strerror(e)); return 0; }\n')
+    prog = tmp_path / "kc"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-static",
+                    f"-I{ROOT / 'guest' / 'libkml'}", "-o", str(prog), str(src),
+                    str(out / "libkml" / "libkml.a")], check=True)
+    p = subprocess.run([str(prog)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0
+    # user mode: a stock kernel says EINVAL (no such arch_prctl), kml EPERM
+    assert re.fullmatch(r"-(1|22) refused: .*\n", p.stdout), p.stdout
+
+
+def test_klib_tests_in_user_mode_on_the_host(out):
+    """Parsers and BTF on the host's kernel; what needs a kml guest skips."""
+    p = subprocess.run([str(out / "tests" / "klib")], capture_output=True, text=True,
+                       timeout=240, cwd=out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "not ok" not in p.stdout
+    assert re.search(r"^ok \d+ global\.kallsyms_parser_rules$", p.stdout, re.M)
+
+
+def test_kernel_library_programs_refuse_user_mode(out):
+    for prog in ("kml-ps", "kml-udp"):
+        p = subprocess.run([str(out / prog)], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, (prog, p.stdout, p.stderr)
+        assert "not running in kernel mode" in p.stderr, (prog, p.stderr)
 
 
 def test_syscall_tests_pass_in_user_mode_on_the_host(out):

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * libkml's kernel library ("klib"): a kernel-mode process calls kernel
+ * functions and reads kernel data.  See docs/kernel-library.md.
+ *
+ * A program that runs from /trusted at CPL 0 on a kml kernel runs on the
+ * kernel page tables with SMAP/SMEP off: it can read kernel memory with
+ * ordinary loads, and arch_prctl(ARCH_KML_KERNELCALL) lets it call a
+ * kernel function.  This header offers
+ *
+ *   kml_kcall(), kml_kernelcall()   call a kernel function (0..6 integer or
+ *                                   pointer arguments) and get its value
+ *   kml_kread()                     read kernel memory without faulting
+ *   kml_ksym(), kml_kfunc()         kernel symbols by name (/proc/kallsyms)
+ *   kml_btf_sizeof(), _offsetof()   struct layouts from the kernel's BTF
+ *                                   (/sys/kernel/btf/vmlinux, via libbpf)
+ *
+ * Safety contract of a kernel call (the kernel checks the first two):
+ *   - the caller must be a kernel-mode process, else -EPERM;
+ *   - the target must be the entry (offset 0) of a function in the core
+ *     kernel text, else -EINVAL (data, the middle of a function, init
+ *     text freed after boot, user or non-canonical addresses);
+ *   - everything else is the caller's responsibility, exactly as for
+ *     kernel code: the function must be callable from a system call
+ *     (process context, may sleep, no locks held), the arguments must be
+ *     what it expects, and memory of this process passed to it must be
+ *     present (touched and better mlock()ed) -- kernel code does not
+ *     expect a fault on it.  A fault inside the called function is a
+ *     kernel oops, not a signal to this process.
+ *
+ * The return value is the function's raw 64-bit RAX.  For a function that
+ * returns a narrower type only the low bits are defined: cast the value to
+ * the function's return type, e.g. (int)ret.
+ *
+ * Errors: the lookups (kallsyms, BTF) and kml_kread() return NULL or a
+ * negative errno value, set errno, and leave a message naming what was
+ * missing or refused in kml_klib_error() (per thread).  kml_kcall6()
+ * returns -errno and touches neither; kml_kcall_strerror() explains it.
+ *
+ * Linking: libkml.a.  The kernel call, kml_kread() and the kallsyms parser
+ * need only the C library; the BTF functions need libbpf:
+ *   cc -static prog.c libkml.a -lbpf -lelf -lz
+ * A program that uses no kml_btf_*() function links without libbpf.
+ */
+#ifndef KML_KLIB_H
+#define KML_KLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* arch_prctl code and argument block (the kernel's uapi asm/kml.h) */
+#ifndef ARCH_KML_KERNELCALL
+#define ARCH_KML_KERNELCALL	0x6001
+#endif
+
+/* Same layout as the kernel's struct kml_kernelcall. */
+struct kml_kcall_block {
+	uint64_t fn;		/* entry of a function in kernel text */
+	uint64_t args[6];	/* its integer or pointer arguments */
+	uint64_t ret;		/* out: its return value (raw RAX) */
+};
+
+/* ---- calling kernel functions -------------------------------------- */
+
+/*
+ * Call the kernel function at fn with six arguments.  Returns 0 and
+ * stores the function's return value in *ret (if ret is not NULL), or
+ * returns -EPERM (caller not in kernel mode), -EINVAL (fn is not the
+ * entry of a core kernel function, or the kernel has no
+ * ARCH_KML_KERNELCALL), -EFAULT (the argument block could not be read or
+ * the result not stored: in the latter case the function DID run).
+ * Never touches errno; the result and the error cannot be confused.
+ */
+int kml_kcall6(unsigned long *ret, const void *fn, unsigned long a1,
+	       unsigned long a2, unsigned long a3, unsigned long a4,
+	       unsigned long a5, unsigned long a6);
+
+/*
+ * The same, returning the function's value directly: on success errno is
+ * set to 0; on a refusal the result is -1 and errno is EPERM, EINVAL or
+ * EFAULT.  (-1 can also be a function's value: check errno.)
+ */
+long kml_kernelcall6(const void *fn, unsigned long a1, unsigned long a2,
+		     unsigned long a3, unsigned long a4, unsigned long a5,
+		     unsigned long a6);
+
+/*
+ * Variadic front ends for 0..6 arguments, each converted to unsigned long
+ * (integers and pointers; more than six arguments is a compile error):
+ *
+ *	unsigned long n;
+ *	int err = kml_kcall(&n, kml_kfunc("strlen"), buf);
+ *	unsigned int ms = (unsigned int)kml_kernelcall(
+ *				kml_kfunc("jiffies_to_msecs"), 1000);
+ */
+#define kml_kcall(ret, fn, ...) \
+	KML__CAT(KML__KC, KML__NARGS(__VA_ARGS__))(ret, fn, ##__VA_ARGS__)
+#define kml_kernelcall(fn, ...) \
+	KML__CAT(KML__KE, KML__NARGS(__VA_ARGS__))(fn, ##__VA_ARGS__)
+
+/* What a kml_kcall() error means, in words (for messages). */
+const char *kml_kcall_strerror(int err);
+
+/*
+ * Copy n bytes of kernel memory at ksrc to dst through the kernel's
+ * copy_from_kernel_nofault(): 0, or -EFAULT when ksrc is not mapped,
+ * -ERANGE when it is not a kernel address, -EPERM in user mode, or an
+ * error of the symbol lookup.  Use it where a direct load could fault
+ * (memory that may be freed concurrently: a direct load of an unmapped
+ * kernel address is a SIGSEGV for this process).  dst is written before
+ * the call so that it is present.
+ */
+int kml_kread(void *dst, const void *ksrc, size_t n);
+
+/* ---- kernel symbols (/proc/kallsyms) -------------------------------- */
+
+struct kml_ksym {
+	unsigned long addr;
+	unsigned long size;	/* distance to the next symbol (kallsyms' notion) */
+	char type;		/* nm type: T/t text, D/d data, R/r rodata, B/b bss... */
+	const char *name;	/* valid while the table lives */
+};
+
+/*
+ * Look a symbol up in this kernel's /proc/kallsyms (read and cached on
+ * first use; needs root: addresses are hidden otherwise).  Global symbols
+ * win over local ones; a name that remains ambiguous (several local
+ * symbols at different addresses) is an error, as is a missing one.
+ * Module symbols are ignored.  Returns 0 or -errno (ENOENT: no such
+ * symbol; ENOTUNIQ: ambiguous; EACCES: addresses hidden).
+ */
+int kml_ksym_lookup(const char *name, struct kml_ksym *out);
+
+/* The symbol's address, or NULL (errno and kml_klib_error() set). */
+void *kml_ksym(const char *name);
+
+/* The same for a function: NULL unless the symbol is text (t/T). */
+void *kml_kfunc(const char *name);
+
+/* Any file in /proc/kallsyms format (tests, System.map-like files). */
+struct kml_ksyms;
+struct kml_ksyms *kml_ksyms_load(const char *path);
+int kml_ksyms_find(const struct kml_ksyms *tab, const char *name,
+		   struct kml_ksym *out);
+size_t kml_ksyms_count(const struct kml_ksyms *tab);
+void kml_ksyms_free(struct kml_ksyms *tab);
+
+/* ---- kernel types (BTF, through libbpf) ----------------------------- */
+
+struct btf;			/* libbpf's */
+
+/*
+ * The running kernel's BTF, /sys/kernel/btf/vmlinux, parsed once; NULL
+ * with a message when it is missing (CONFIG_DEBUG_INFO_BTF, sysfs).
+ */
+struct btf *kml_btf(void);
+
+/* Any BTF file (raw or ELF); free with btf__free(). */
+struct btf *kml_btf_load(const char *path);
+
+/*
+ * Type names: "struct task_struct", "union thread_union", "enum
+ * pid_type", or a bare name, tried as struct, union, typedef, enum and
+ * base type in that order.  A btf argument of NULL means kml_btf().
+ */
+
+/* sizeof(type), or -errno. */
+long kml_btf_sizeof(const struct btf *btf, const char *type);
+
+struct kml_btf_member {
+	size_t offset;		/* bytes from the start of the outer type */
+	size_t size;		/* sizeof the member (0: flexible array) */
+	uint32_t type_id;	/* BTF id of the member's type */
+};
+
+/*
+ * Offset and size of a member.  member is a path of member names
+ * separated by dots ("tasks.next", "__sk_common.skc_daddr"); members of
+ * anonymous structs and unions are found as in C.  Bitfields are refused
+ * (-EINVAL: they have no byte offset), as is a path through a pointer or
+ * a non-struct member.  Returns 0 or -errno (ENOENT: no such type or
+ * member).
+ */
+int kml_btf_member(const struct btf *btf, const char *type,
+		   const char *member, struct kml_btf_member *out);
+
+/* offsetof(type, member), or -errno. */
+long kml_btf_offsetof(const struct btf *btf, const char *type,
+		      const char *member);
+
+/* ---- errors ---------------------------------------------------------- */
+
+/* The last klib error message of this thread ("" if none). */
+const char *kml_klib_error(void);
+
+/* ---- implementation of the front ends -------------------------------- */
+
+#define KML__CAT_(a, b)	a##b
+#define KML__CAT(a, b)	KML__CAT_(a, b)
+#define KML__NARGS(...) \
+	KML__NARGS_(_, ##__VA_ARGS__, 7, 6, 5, 4, 3, 2, 1, 0)
+#define KML__NARGS_(_, a1, a2, a3, a4, a5, a6, a7, n, ...) n
+#define KML__A(x)	((unsigned long)(x))
+#define KML__F(f)	((const void *)(uintptr_t)(f))
+
+#define KML__KC0(r, f) kml_kcall6(r, KML__F(f), 0, 0, 0, 0, 0, 0)
+#define KML__KC1(r, f, a) kml_kcall6(r, KML__F(f), KML__A(a), 0, 0, 0, 0, 0)
+#define KML__KC2(r, f, a, b) \
+	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), 0, 0, 0, 0)
+#define KML__KC3(r, f, a, b, c) \
+	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), 0, 0, 0)
+#define KML__KC4(r, f, a, b, c, d) \
+	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+		   KML__A(d), 0, 0)
+#define KML__KC5(r, f, a, b, c, d, e) \
+	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+		   KML__A(d), KML__A(e), 0)
+#define KML__KC6(r, f, a, b, c, d, e, g) \
+	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+		   KML__A(d), KML__A(e), KML__A(g))
+
+#define KML__KE0(f) kml_kernelcall6(KML__F(f), 0, 0, 0, 0, 0, 0)
+#define KML__KE1(f, a) kml_kernelcall6(KML__F(f), KML__A(a), 0, 0, 0, 0, 0)
+#define KML__KE2(f, a, b) \
+	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), 0, 0, 0, 0)
+#define KML__KE3(f, a, b, c) \
+	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), 0, 0, 0)
+#define KML__KE4(f, a, b, c, d) \
+	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+			KML__A(d), 0, 0)
+#define KML__KE5(f, a, b, c, d, e) \
+	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+			KML__A(d), KML__A(e), 0)
+#define KML__KE6(f, a, b, c, d, e, g) \
+	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+			KML__A(d), KML__A(e), KML__A(g))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KML_KLIB_H */

@@ -1,0 +1,1126 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The kernel library: libkml's kml_kcall()/kml_kernelcall(), kml_kread(),
+ * kallsyms and BTF import, and the programs kml-ps and kml-udp.
+ *
+ * run-tests runs this program twice: from /usr/lib/kml/tests (user mode)
+ * and from /trusted (kernel mode, "klib@kernel").  Tests that call kernel
+ * functions or read kernel memory need kernel mode and SKIP in user mode;
+ * the refusal in user mode is checked in both (from kernel mode, by
+ * running this program's user-mode copy as a helper); the parsers and
+ * the two programs (which are in /trusted whoever starts them) are tested
+ * in both modes.  On a stock kernel (the host's tests) everything that
+ * needs a kml guest SKIPs with the reason.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/btf.h>
+
+#include "kselftest_harness.h"
+#include "kml_util.h"
+#include "kml.h"
+#include "kml_klib.h"
+
+#define HELPER_ENV	"KML_KLIB_HELPER"
+#define USER_COPY	"/usr/lib/kml/tests/klib"
+#define KML_PS		"/trusted/kml-ps"
+#define KML_PS_USER	"/usr/lib/kml/kml-ps"
+#define KML_UDP		"/trusted/kml-udp"
+#define KML_UDP_USER	"/usr/lib/kml/kml-udp"
+#define NONCANONICAL	0x8000000000000000UL
+
+/* ---- environment ------------------------------------------------------- */
+
+static int kml_kernel(void)
+{
+	struct utsname u;
+	size_t n;
+
+	if (uname(&u))
+		return 0;
+	n = strlen(u.release);
+	return n > 4 && !strcmp(u.release + n - 4, "-kml");
+}
+
+/*
+ * Kernel mode, and all memory present: kernel functions read this
+ * process's memory (strings, buffers) without expecting a page fault, and
+ * a fork child (each test is one) starts with its file-backed pages not
+ * mapped.  Locks are not inherited across fork, hence per test.
+ */
+#define NEED_KERNEL_MODE() do { \
+	if (!kml_kernel_mode()) \
+		SKIP(return, "needs kernel mode (the klib@kernel run, from /trusted)"); \
+	ASSERT_EQ(0, mlockall(MCL_CURRENT | MCL_FUTURE)) \
+		TH_LOG("mlockall: %s", strerror(errno)); \
+} while (0)
+
+#define NEED_KML_KERNEL() do { \
+	if (!kml_kernel()) \
+		SKIP(return, "not a kml kernel"); \
+} while (0)
+
+/* The BTF of the running kernel, or SKIP. */
+#define NEED_BTF() do { \
+	if (!kml_btf()) \
+		SKIP(return, "no kernel BTF: %s", kml_klib_error()); \
+} while (0)
+
+/* A kernel function's address; fails the test when it is missing. */
+static void *kfunc(struct __test_metadata *_metadata, const char *name)
+{
+	void *f = kml_kfunc(name);
+
+	EXPECT_NE(NULL, f) TH_LOG("%s", kml_klib_error());
+	return f;
+}
+
+static void *ksym(struct __test_metadata *_metadata, const char *name)
+{
+	void *f = kml_ksym(name);
+
+	EXPECT_NE(NULL, f) TH_LOG("%s", kml_klib_error());
+	return f;
+}
+
+static long boff(struct __test_metadata *_metadata, const char *type,
+		 const char *member)
+{
+	long o = kml_btf_offsetof(NULL, type, member);
+
+	EXPECT_LE(0, o) TH_LOG("%s", kml_klib_error());
+	return o;
+}
+
+static long raw_kernelcall(void *block)
+{
+	return kml_syscall2(SYS_arch_prctl, ARCH_KML_KERNELCALL, (long)block);
+}
+
+/* Run argv with stdout+stderr into out; exit status, or -1. */
+static int run_capture(char *const argv[], char *const envp[], char *out,
+		       size_t size, pid_t *pidp)
+{
+	int p[2], status;
+	size_t n = 0;
+	ssize_t r;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		if (envp)
+			execve(argv[0], argv, envp);
+		else
+			execv(argv[0], argv);
+		printf("exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (pidp)
+		*pidp = pid;
+	close(p[1]);
+	while ((r = read(p[0], out + n, size - 1 - n)) > 0)
+		n += (size_t)r;
+	out[n] = '\0';
+	close(p[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* Program output, indented as TAP diagnostics ("# " on every line). */
+static const char *quoted(const char *out)
+{
+	static char q[1 << 17];
+	size_t n = 0;
+
+	for (; *out && n + 4 < sizeof(q); out++) {
+		q[n++] = *out;
+		if (*out == '\n' && out[1]) {
+			q[n++] = '#';
+			q[n++] = ' ';
+		}
+	}
+	q[n] = '\0';
+	return q;
+}
+
+/* ---- kallsyms parser (any mode, any kernel) --------------------------- */
+
+static char *write_tmp(const char *text)
+{
+	static char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/klib-ksyms-XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return NULL;
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		close(fd);
+		return NULL;
+	}
+	close(fd);
+	return path;
+}
+
+TEST(kallsyms_parser_rules)
+{
+	const char *text =
+		"ffffffff81000000 T _text\n"
+		"ffffffff81000100 T alpha\n"
+		"ffffffff81000140 t helper\n"
+		"ffffffff81000180 t helper\n"		/* two locals: ambiguous */
+		"ffffffff810001c0 t dup\n"
+		"ffffffff81000200 T dup\n"		/* the global wins */
+		"ffffffff81000240 t same\n"
+		"ffffffff81000240 t same\n"		/* aliases: one address */
+		"ffffffff81000300 ? marker\n"
+		"ffffffff81000400 D data_sym\n"
+		"ffffffffa0000000 t modfunc\t[somemod]\n"
+		"ffffffff81000500 T zlast\n";
+	struct kml_ksyms *t;
+	struct kml_ksym s;
+	char *path = write_tmp(text);
+
+	ASSERT_NE(NULL, path);
+	t = kml_ksyms_load(path);
+	ASSERT_NE(NULL, t) TH_LOG("%s", kml_klib_error());
+	EXPECT_EQ(11, kml_ksyms_count(t));		/* the module line is skipped */
+
+	ASSERT_EQ(0, kml_ksyms_find(t, "alpha", &s));
+	EXPECT_EQ(0xffffffff81000100UL, s.addr);
+	EXPECT_EQ('T', s.type);
+	EXPECT_EQ(0x40, s.size);			/* to helper at ...140 */
+	EXPECT_STREQ("alpha", s.name);
+
+	ASSERT_EQ(0, kml_ksyms_find(t, "dup", &s));
+	EXPECT_EQ(0xffffffff81000200UL, s.addr);
+	EXPECT_EQ('T', s.type);
+
+	ASSERT_EQ(0, kml_ksyms_find(t, "same", &s));
+	EXPECT_EQ(0xffffffff81000240UL, s.addr);
+
+	EXPECT_EQ(-ENOTUNIQ, kml_ksyms_find(t, "helper", &s));
+	EXPECT_EQ(ENOTUNIQ, errno);
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "'helper'")) TH_LOG("%s", kml_klib_error());
+
+	EXPECT_EQ(-ENOENT, kml_ksyms_find(t, "modfunc", &s));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "'modfunc'"));
+	EXPECT_EQ(-ENOENT, kml_ksyms_find(t, "nosuch", &s));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "'nosuch'"));
+
+	ASSERT_EQ(0, kml_ksyms_find(t, "marker", &s));
+	EXPECT_EQ('?', s.type);
+	ASSERT_EQ(0, kml_ksyms_find(t, "zlast", &s));
+	EXPECT_EQ(0, s.size);				/* nothing above it */
+	kml_ksyms_free(t);
+	unlink(path);
+
+	/* hidden addresses (kptr_restrict, not root): an error, not NULLs */
+	path = write_tmp("0000000000000000 T a\n0000000000000000 t b\n");
+	ASSERT_NE(NULL, path);
+	EXPECT_EQ(NULL, kml_ksyms_load(path));
+	EXPECT_EQ(EACCES, errno);
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "hidden")) TH_LOG("%s", kml_klib_error());
+	unlink(path);
+
+	/* a malformed line is named by its number */
+	path = write_tmp("ffffffff81000000 T a\nthis is not kallsyms\n");
+	ASSERT_NE(NULL, path);
+	EXPECT_EQ(NULL, kml_ksyms_load(path));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_NE(NULL, strstr(kml_klib_error(), ":2:")) TH_LOG("%s", kml_klib_error());
+	unlink(path);
+
+	EXPECT_EQ(NULL, kml_ksyms_load("/nonexistent/kallsyms"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "/nonexistent/kallsyms"));
+}
+
+TEST(ksym_errors_name_the_symbol)
+{
+	struct kml_ksym s;
+
+	NEED_KML_KERNEL();
+	if (kml_ksym_lookup("_text", &s) == -EACCES)
+		SKIP(return, "%s", kml_klib_error());
+	ASSERT_EQ(0, kml_ksym_lookup("_text", &s)) TH_LOG("%s", kml_klib_error());
+
+	errno = 0;
+	EXPECT_EQ(NULL, kml_ksym("kml_no_such_symbol_4711"));
+	EXPECT_EQ(ENOENT, errno);
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "'kml_no_such_symbol_4711'"))
+		TH_LOG("%s", kml_klib_error());
+
+	/* a data symbol (CONFIG_KALLSYMS_ALL) is found, but is no function */
+	EXPECT_NE(NULL, kml_ksym("jiffies")) TH_LOG("%s", kml_klib_error());
+	errno = 0;
+	EXPECT_EQ(NULL, kml_kfunc("jiffies"));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "'jiffies' is not a function"))
+		TH_LOG("%s", kml_klib_error());
+	EXPECT_NE(NULL, kml_kfunc("strlen")) TH_LOG("%s", kml_klib_error());
+}
+
+/* ---- BTF (any mode; needs the kernel's BTF) ---------------------------- */
+
+TEST(btf_layouts_match_the_user_abi)
+{
+	struct kml_btf_member m;
+
+	NEED_BTF();
+	/* UAPI types have the same layout in the kernel and here */
+	EXPECT_EQ((long)sizeof(struct sockaddr_in), kml_btf_sizeof(NULL, "struct sockaddr_in"));
+	EXPECT_EQ((long)offsetof(struct sockaddr_in, sin_port),
+		  kml_btf_offsetof(NULL, "sockaddr_in", "sin_port"));
+	EXPECT_EQ((long)offsetof(struct sockaddr_in, sin_addr),
+		  kml_btf_offsetof(NULL, "sockaddr_in", "sin_addr"));
+	ASSERT_EQ(0, kml_btf_member(NULL, "sockaddr_in", "sin_addr.s_addr", &m))
+		TH_LOG("%s", kml_klib_error());
+	EXPECT_EQ(offsetof(struct sockaddr_in, sin_addr.s_addr), m.offset);
+	EXPECT_EQ(sizeof(in_addr_t), m.size);
+	/* struct kvec is laid out like struct iovec */
+	EXPECT_EQ((long)sizeof(struct iovec), kml_btf_sizeof(NULL, "struct kvec"));
+	EXPECT_EQ((long)offsetof(struct iovec, iov_len),
+		  kml_btf_offsetof(NULL, "kvec", "iov_len"));
+	EXPECT_EQ((long)sizeof(struct iovec), kml_btf_sizeof(NULL, "struct iovec"));
+	/* list_head: two pointers */
+	EXPECT_EQ((long)(2 * sizeof(void *)), kml_btf_sizeof(NULL, "struct list_head"));
+	EXPECT_EQ((long)sizeof(void *), kml_btf_offsetof(NULL, "list_head", "prev"));
+	/* base types and typedefs by name */
+	EXPECT_EQ((long)sizeof(int), kml_btf_sizeof(NULL, "int"));
+	EXPECT_EQ((long)sizeof(pid_t), kml_btf_sizeof(NULL, "pid_t"));
+	EXPECT_EQ((long)sizeof(unsigned long), kml_btf_sizeof(NULL, "long unsigned int"));
+	ASSERT_EQ(0, kml_btf_member(NULL, "task_struct", "comm", &m));
+	EXPECT_EQ(16, m.size);		/* TASK_COMM_LEN, the ABI of prctl(PR_SET_NAME) */
+}
+
+TEST(btf_nested_and_anonymous_members)
+{
+	long common, daddr, pair, rcv, sk_daddr, tasks, prev, path;
+	struct kml_btf_member m;
+
+	NEED_BTF();
+	/* skc_daddr and skc_rcv_saddr: an anonymous struct in an anonymous union */
+	daddr = kml_btf_offsetof(NULL, "sock_common", "skc_daddr");
+	pair = kml_btf_offsetof(NULL, "sock_common", "skc_addrpair");
+	rcv = kml_btf_offsetof(NULL, "sock_common", "skc_rcv_saddr");
+	ASSERT_LE(0, daddr) TH_LOG("%s", kml_klib_error());
+	ASSERT_LE(0, pair) TH_LOG("%s", kml_klib_error());
+	ASSERT_LE(0, rcv) TH_LOG("%s", kml_klib_error());
+	EXPECT_EQ(pair, daddr);
+	ASSERT_EQ(0, kml_btf_member(NULL, "sock_common", "skc_daddr", &m));
+	EXPECT_EQ(daddr + (long)m.size, rcv);
+	/* a path through a struct member */
+	common = kml_btf_offsetof(NULL, "struct sock", "__sk_common");
+	sk_daddr = kml_btf_offsetof(NULL, "struct sock", "__sk_common.skc_daddr");
+	ASSERT_LE(0, common);
+	EXPECT_EQ(common + daddr, sk_daddr) TH_LOG("%s", kml_klib_error());
+	tasks = kml_btf_offsetof(NULL, "task_struct", "tasks");
+	prev = kml_btf_offsetof(NULL, "list_head", "prev");
+	path = kml_btf_offsetof(NULL, "task_struct", "tasks.prev");
+	ASSERT_LT(0, tasks);
+	EXPECT_EQ(tasks + prev, path) TH_LOG("%s", kml_klib_error());
+	ASSERT_EQ(0, kml_btf_member(NULL, "task_struct", "tasks", &m));
+	EXPECT_EQ((size_t)kml_btf_sizeof(NULL, "list_head"), m.size);
+}
+
+TEST(btf_refuses_bitfields)
+{
+	const struct btf *btf;
+	const struct btf_type *t;
+	const struct btf_member *m;
+	int id, i, found = 0;
+
+	NEED_BTF();
+	btf = kml_btf();
+	id = btf__find_by_name_kind(btf, "task_struct", BTF_KIND_STRUCT);
+	ASSERT_LT(0, id);
+	t = btf__type_by_id(btf, (__u32)id);
+	m = btf_members(t);
+	for (i = 0; i < btf_vlen(t); i++, m++) {
+		const char *name = btf__name_by_offset(btf, m->name_off);
+		long r;
+
+		if (!btf_member_bitfield_size(t, (__u32)i) || !name || !*name)
+			continue;
+		found++;
+		r = kml_btf_offsetof(NULL, "task_struct", name);
+		EXPECT_EQ(-EINVAL, r) TH_LOG("bitfield %s: %ld", name, r);
+		EXPECT_NE(NULL, strstr(kml_klib_error(), "bitfield"));
+		EXPECT_NE(NULL, strstr(kml_klib_error(), name));
+	}
+	EXPECT_LT(0, found) TH_LOG("task_struct has no bitfield to test with");
+}
+
+TEST(btf_errors_name_what_is_missing)
+{
+	NEED_BTF();
+	EXPECT_EQ(-ENOENT, kml_btf_sizeof(NULL, "struct kml_no_such_type"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "struct kml_no_such_type"));
+	EXPECT_EQ(-ENOENT, kml_btf_sizeof(NULL, "kml_no_such_type"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "kml_no_such_type"));
+	EXPECT_EQ(-ENOENT, kml_btf_offsetof(NULL, "task_struct", "kml_no_member"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "kml_no_member"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "task_struct"));
+	EXPECT_EQ(-ENOENT, kml_btf_offsetof(NULL, "task_struct", "tasks.kml_no_member"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "struct list_head has no member "
+			       "'kml_no_member'")) TH_LOG("%s", kml_klib_error());
+	/* through a pointer: read it and look up its target */
+	EXPECT_EQ(-EINVAL, kml_btf_offsetof(NULL, "task_struct", "mm.pgd"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "pointer")) TH_LOG("%s", kml_klib_error());
+	EXPECT_EQ(-EINVAL, kml_btf_offsetof(NULL, "task_struct", "tasks..next"));
+	EXPECT_EQ(-EINVAL, kml_btf_offsetof(NULL, "task_struct", ""));
+	EXPECT_EQ(-EINVAL, kml_btf_offsetof(NULL, "int", "x"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "not a struct")) TH_LOG("%s", kml_klib_error());
+	EXPECT_EQ(NULL, kml_btf_load("/nonexistent/btf"));
+	EXPECT_NE(NULL, strstr(kml_klib_error(), "/nonexistent/btf"));
+}
+
+/* ---- refusal in user mode ------------------------------------------- */
+
+/* In the user-mode helper: 0 if every way of calling is refused with EPERM. */
+static int eperm_helper(void)
+{
+	struct kml_kcall_block b = { 0 };
+	void *f = kml_kfunc("strlen");
+	unsigned long r = 4711;
+	int fails = 0;
+	long v;
+
+	if (kml_kernel_mode()) {
+		printf("# helper: runs in kernel mode\n");
+		return 10;
+	}
+	if (!f) {
+		printf("# helper: %s\n", kml_klib_error());
+		return 11;
+	}
+	if (kml_kcall(&r, f, "abc") != -EPERM || r != 4711) {
+		printf("# helper: kml_kcall was not refused with EPERM\n");
+		fails++;
+	}
+	errno = 0;
+	v = kml_kernelcall(f, "abc");
+	if (v != -1 || errno != EPERM) {
+		printf("# helper: kml_kernelcall: %ld errno %d\n", v, errno);
+		fails++;
+	}
+	/* EPERM comes first: nothing of the block is looked at */
+	if (raw_kernelcall(NULL) != -EPERM || raw_kernelcall(&b) != -EPERM) {
+		printf("# helper: raw arch_prctl not refused with EPERM\n");
+		fails++;
+	}
+	if (!strstr(kml_kcall_strerror(-EPERM), "not a kernel-mode process"))
+		fails++;
+	return fails ? 1 : 0;
+}
+
+TEST(kernelcall_refused_in_user_mode)
+{
+	char out[4096], *argv[] = { USER_COPY, NULL };
+	char *envp[] = { HELPER_ENV "=eperm", NULL };
+	int rc;
+
+	NEED_KML_KERNEL();
+	if (!kml_kernel_mode()) {
+		ASSERT_EQ(0, eperm_helper());
+		return;
+	}
+	/* from kernel mode: this program's copy outside /trusted */
+	if (access(USER_COPY, X_OK))
+		SKIP(return, "no user-mode copy at %s", USER_COPY);
+	rc = run_capture(argv, envp, out, sizeof(out), NULL);
+	EXPECT_EQ(0, rc) TH_LOG("helper output: %s", quoted(out));
+}
+
+/* ---- kernel calls (kernel mode) --------------------------------------- */
+
+TEST(kernelcall_known_results)
+{
+	char s[200], buf[96], expect[96];
+	unsigned long r, j0, j1;
+	void *f_strlen, *f_snprintf, *f_j2ms, *f_getpid, *f_ms2j;
+	volatile unsigned long *jiffies;
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+	size_t len;
+
+	NEED_KERNEL_MODE();
+	f_strlen = kfunc(_metadata, "strlen");
+	f_snprintf = kfunc(_metadata, "snprintf");
+	f_j2ms = kfunc(_metadata, "jiffies_to_msecs");
+	f_ms2j = kfunc(_metadata, "__msecs_to_jiffies");
+	f_getpid = kfunc(_metadata, "__x64_sys_getpid");
+	jiffies = ksym(_metadata, "jiffies");
+	ASSERT_FALSE(!f_strlen || !f_snprintf || !f_j2ms || !f_ms2j || !f_getpid ||
+		     !jiffies);
+
+	/* strlen of a string of random length, in this process's memory */
+	srand((unsigned int)time(NULL) ^ (unsigned int)getpid());
+	len = 1 + (size_t)rand() % (sizeof(s) - 2);
+	memset(s, 'k', len);
+	s[len] = '\0';
+	ASSERT_EQ(0, kml_kcall(&r, f_strlen, s));
+	EXPECT_EQ(len, r);
+	errno = 4711;
+	EXPECT_EQ((long)len, kml_kernelcall(f_strlen, s));
+	EXPECT_EQ(0, errno);
+
+	/* the kernel's snprintf: %ps resolves through the kernel's kallsyms */
+	ASSERT_EQ(0, kml_kcall(&r, f_snprintf, buf, sizeof(buf), "%ps|%d|%s",
+			       f_j2ms, -42, "kml"));
+	snprintf(expect, sizeof(expect), "jiffies_to_msecs|%d|kml", -42);
+	EXPECT_STREQ(expect, buf);
+	EXPECT_EQ((int)strlen(expect), (int)r);
+
+	/* current is this process */
+	ASSERT_EQ(0, kml_kcall(&r, f_getpid, NULL));
+	EXPECT_EQ(getpid(), (pid_t)r);
+
+	/* jiffies read directly, converted by the kernel */
+	ASSERT_EQ(0, kml_kcall(&r, f_ms2j, 5000));
+	ASSERT_EQ(0, kml_kcall(&r, f_j2ms, r));
+	EXPECT_EQ(5000, (unsigned int)r);
+	j0 = *jiffies;
+	nanosleep(&ts, NULL);
+	j1 = *jiffies;
+	ASSERT_EQ(0, kml_kcall(&r, f_j2ms, j1 - j0));
+	EXPECT_LE(290, (unsigned int)r) TH_LOG("jiffies advanced %lu (%u ms) over a 300 ms sleep",
+					       j1 - j0, (unsigned int)r);
+	EXPECT_GE(5000, (unsigned int)r);
+}
+
+TEST(kernelcall_passes_six_arguments)
+{
+	char buf[128], expect[128];
+	unsigned long r;
+	void *f;
+
+	NEED_KERNEL_MODE();
+	f = kfunc(_metadata, "snprintf");
+	ASSERT_NE(NULL, f);
+	/* snprintf(buf, size, fmt, a, b, c): all six registers */
+	ASSERT_EQ(0, kml_kcall(&r, f, buf, sizeof(buf), "%lx %lx %lx",
+			       0x1111222233334444UL, 0x5555666677778888UL,
+			       0x99990000aaaabbbbUL));
+	snprintf(expect, sizeof(expect), "%lx %lx %lx", 0x1111222233334444UL,
+		 0x5555666677778888UL, 0x99990000aaaabbbbUL);
+	EXPECT_STREQ(expect, buf);
+	ASSERT_EQ(0, kml_kcall6(&r, f, (unsigned long)buf, sizeof(buf),
+				(unsigned long)"%lu.%lu.%lu", 1, 22, 333));
+	EXPECT_STREQ("1.22.333", buf);
+}
+
+struct tid_result {
+	void *fn;
+	unsigned long ret;
+	pid_t tid;
+	int err;
+};
+
+static void *tid_thread(void *arg)
+{
+	struct tid_result *t = arg;
+
+	t->tid = gettid();
+	t->err = kml_kcall(&t->ret, t->fn, NULL);
+	return NULL;
+}
+
+TEST(kernelcall_runs_as_the_calling_thread)
+{
+	struct tid_result t = { 0 };
+	pthread_t th;
+	unsigned long r;
+
+	NEED_KERNEL_MODE();
+	t.fn = kfunc(_metadata, "__x64_sys_gettid");
+	ASSERT_NE(NULL, t.fn);
+	ASSERT_EQ(0, kml_kcall(&r, t.fn, NULL));
+	EXPECT_EQ(gettid(), (pid_t)r);
+	ASSERT_EQ(0, pthread_create(&th, NULL, tid_thread, &t));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	ASSERT_EQ(0, t.err);
+	EXPECT_EQ(t.tid, (pid_t)t.ret);
+	EXPECT_NE(getpid(), (pid_t)t.ret);
+}
+
+TEST(kernelcall_may_sleep)
+{
+	struct timespec a, b;
+	void *f;
+	long ms;
+
+	NEED_KERNEL_MODE();
+	f = kfunc(_metadata, "msleep");
+	ASSERT_NE(NULL, f);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	ASSERT_EQ(0, kml_kcall(NULL, f, 200));
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+	EXPECT_LE(200, ms);
+	EXPECT_GE(10000, ms);
+}
+
+static int noop_user_function(void)
+{
+	return 7;
+}
+
+TEST(kernelcall_refuses_what_is_not_a_kernel_function_entry)
+{
+	struct kml_ksym strlen_sym, init_sym;
+	void *data;
+	unsigned long r = 4711;
+	int init_found;
+
+	NEED_KERNEL_MODE();
+	ASSERT_EQ(0, kml_ksym_lookup("strlen", &strlen_sym)) TH_LOG("%s", kml_klib_error());
+	ASSERT_LT(1, strlen_sym.size);
+	data = ksym(_metadata, "jiffies");
+	ASSERT_NE(NULL, data);
+
+	/* data, rodata: not text */
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, data, 0));
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, ksym(_metadata, "init_task"), 0));
+	/* the middle of a function */
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, strlen_sym.addr + 1, "abc"));
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, strlen_sym.addr + strlen_sym.size - 1, "abc"));
+	/* user addresses: this program's own code, the C library's */
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, noop_user_function));
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, strlen, "abc"));
+	/* NULL, non-canonical, the top of the address space */
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, NULL));
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, NONCANONICAL));
+	EXPECT_EQ(-EINVAL, kml_kcall(&r, ~0UL & ~0xfffUL));
+	/* init text is freed after boot */
+	init_found = !kml_ksym_lookup("start_kernel", &init_sym);
+	if (init_found)
+		EXPECT_EQ(-EINVAL, kml_kcall(&r, init_sym.addr));
+	EXPECT_EQ(4711, r);		/* never stored on a refusal */
+	errno = 0;
+	EXPECT_EQ(-1, kml_kernelcall(data));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_NE(NULL, strstr(kml_kcall_strerror(-EINVAL), "entry of a function"));
+	/* the entry itself is fine */
+	EXPECT_EQ(0, kml_kcall(&r, strlen_sym.addr, "abc"));
+	EXPECT_EQ(3, r);
+}
+
+TEST(kernelcall_bad_argument_block)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct kml_kcall_block *ro;
+	char *dst;
+	void *f_memcpy;
+	unsigned char *hole;
+
+	NEED_KERNEL_MODE();
+	f_memcpy = kfunc(_metadata, "memcpy");
+	ASSERT_NE(NULL, f_memcpy);
+	EXPECT_EQ(-EFAULT, raw_kernelcall(NULL));
+	EXPECT_EQ(-EFAULT, raw_kernelcall((void *)NONCANONICAL));
+	EXPECT_EQ(-EFAULT, raw_kernelcall(ksym(_metadata, "init_task")));
+	/* an unmapped page of this process */
+	hole = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, hole);
+	EXPECT_EQ(-EFAULT, raw_kernelcall(hole));
+	munmap(hole, (size_t)page);
+	EXPECT_EQ(-EFAULT, raw_kernelcall(hole));
+
+	/*
+	 * A block that can be read but not written: the function runs, then
+	 * the result cannot be stored (EFAULT).  memcpy's effect shows it ran.
+	 */
+	dst = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ro = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, dst);
+	ASSERT_NE(MAP_FAILED, ro);
+	memset(dst, 0, (size_t)page);
+	ro->fn = (uintptr_t)f_memcpy;
+	ro->args[0] = (uintptr_t)dst;
+	ro->args[1] = (uintptr_t)"ran";
+	ro->args[2] = 4;
+	ro->ret = 0;
+	ASSERT_EQ(0, mprotect(ro, (size_t)page, PROT_READ));
+	EXPECT_EQ(-EFAULT, raw_kernelcall(ro));
+	EXPECT_STREQ("ran", dst);
+	EXPECT_EQ(0, ro->ret);
+	EXPECT_NE(NULL, strstr(kml_kcall_strerror(-EFAULT), "the function ran"));
+	munmap(dst, (size_t)page);
+	munmap(ro, (size_t)page);
+}
+
+/* ---- reading kernel memory (kernel mode) ------------------------------ */
+
+/*
+ * This process's task_struct: along init_task.tasks with kml_kread()
+ * (fault-safe: other tasks may exit meanwhile); 0 if not found.
+ */
+static uintptr_t own_task(struct __test_metadata *_metadata)
+{
+	long o_tasks = boff(_metadata, "task_struct", "tasks");
+	long o_pid = boff(_metadata, "task_struct", "pid");
+	uintptr_t init = (uintptr_t)ksym(_metadata, "init_task"), node, head;
+	int pid, n = 0;
+
+	if (o_tasks < 0 || o_pid < 0 || !init)
+		return 0;
+	head = init + (uintptr_t)o_tasks;
+	if (kml_kread(&node, (void *)head, sizeof(node)))
+		return 0;
+	while (node != head && n++ < 100000) {
+		uintptr_t t = node - (uintptr_t)o_tasks;
+
+		if (kml_kread(&pid, (void *)(t + (uintptr_t)o_pid), sizeof(pid)))
+			return 0;
+		if (pid == getpid())
+			return t;
+		if (kml_kread(&node, (void *)node, sizeof(node)))
+			return 0;
+	}
+	return 0;
+}
+
+TEST(kernel_memory_read_directly_and_with_kread)
+{
+	char comm[16], name[16];
+	uintptr_t init, me, stack;
+	long o_comm, o_pid, o_stack;
+	int pid;
+
+	NEED_KERNEL_MODE();
+	init = (uintptr_t)ksym(_metadata, "init_task");
+	o_comm = boff(_metadata, "task_struct", "comm");
+	o_pid = boff(_metadata, "task_struct", "pid");
+	o_stack = boff(_metadata, "task_struct", "stack");
+	ASSERT_FALSE(!init || o_comm < 0 || o_pid < 0 || o_stack < 0);
+
+	/* init_task is pid 0, "swapper/0": directly, and through kml_kread */
+	EXPECT_EQ(0, *(volatile int *)(init + (uintptr_t)o_pid));
+	EXPECT_STREQ("swapper/0", (const char *)(init + (uintptr_t)o_comm));
+	ASSERT_EQ(0, kml_kread(comm, (void *)(init + (uintptr_t)o_comm), sizeof(comm)))
+		TH_LOG("%s", kml_klib_error());
+	EXPECT_STREQ("swapper/0", comm);
+
+	/* this process, found on the task list */
+	me = own_task(_metadata);
+	ASSERT_NE(0, me);
+	ASSERT_EQ(0, prctl(PR_SET_NAME, "klib-self"));
+	ASSERT_EQ(0, prctl(PR_GET_NAME, name));
+	EXPECT_STREQ(name, (const char *)(me + (uintptr_t)o_comm));
+	ASSERT_EQ(0, kml_kread(&pid, (void *)(me + (uintptr_t)o_pid), sizeof(pid)));
+	EXPECT_EQ(getpid(), pid);
+
+	/* refusals of kml_kread: a user address, a non-canonical one */
+	EXPECT_EQ(-ERANGE, kml_kread(comm, name, sizeof(comm)));
+	EXPECT_EQ(-ERANGE, kml_kread(comm, (void *)NONCANONICAL, sizeof(comm)));
+
+	/* below this task's vmalloc'ed kernel stack is a guard hole */
+	stack = *(volatile uintptr_t *)(me + (uintptr_t)o_stack);
+	ASSERT_NE(0, stack);
+	EXPECT_EQ(-EFAULT, kml_kread(comm, (void *)(stack - 8), 8)) TH_LOG("%s", kml_klib_error());
+	EXPECT_EQ(0, kml_kread(comm, (void *)stack, 8));
+}
+
+TEST(direct_read_of_unmapped_kernel_memory_is_sigsegv)
+{
+	uintptr_t me, stack;
+	long o_stack;
+	int status;
+	pid_t pid;
+
+	NEED_KERNEL_MODE();
+	o_stack = boff(_metadata, "task_struct", "stack");
+	me = own_task(_metadata);
+	ASSERT_NE(0, me);
+	ASSERT_LE(0, o_stack);
+	stack = *(volatile uintptr_t *)(me + (uintptr_t)o_stack);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* the parent's stack is still there: read below it */
+		volatile unsigned long v = *(volatile unsigned long *)(stack - 8);
+
+		(void)v;
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFSIGNALED(status)) TH_LOG("status %#x", status);
+	EXPECT_EQ(SIGSEGV, WTERMSIG(status));
+}
+
+/* ---- kml-ps (any mode: it runs from /trusted) ------------------------- */
+
+#define MAX_PS	4096
+
+struct ps_line {
+	int pid, tgid;
+	char state;
+	long stack;
+	char comm[32];
+};
+
+static int parse_ps(char *out, struct ps_line *ps, int max, unsigned long *thread_size)
+{
+	char *line, *save = NULL;
+	int n = 0, header = 0;
+
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		struct ps_line p = { 0 };
+		char stack[16];
+		int used = 0;
+
+		if (!strncmp(line, "kml-ps: ", 8)) {
+			char *ts = strstr(line, "kernel stacks of ");
+
+			if (!ts || sscanf(ts, "kernel stacks of %lu", thread_size) != 1)
+				return -1;
+			continue;
+		}
+		if (strstr(line, "PID") && strstr(line, "COMM")) {
+			header++;
+			continue;
+		}
+		if (line[0] == '!')
+			continue;
+		if (sscanf(line, "%d %d %c %15s %n", &p.pid, &p.tgid, &p.state, stack,
+			   &used) < 4 || !used)
+			return -1;
+		snprintf(p.comm, sizeof(p.comm), "%s", line + used);
+		p.stack = isdigit((unsigned char)stack[0]) ? atol(stack) : -1;
+		if (n < max)
+			ps[n++] = p;
+	}
+	return header == 1 ? n : -1;
+}
+
+static const struct ps_line *ps_find(const struct ps_line *ps, int n, int pid, int tgid)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (ps[i].pid == pid && ps[i].tgid == tgid)
+			return &ps[i];
+	return NULL;
+}
+
+/*
+ * Every process in /proc: its comm ("" = none) and whether it is a kernel
+ * thread.  For kernel threads /proc/PID/comm is longer than task->comm
+ * (a workqueue worker's description, the full kthread name), of which
+ * task->comm is a prefix.
+ */
+struct proc_entry {
+	char comm[64];
+	int kthread;
+};
+
+static void proc_snapshot(struct proc_entry *procs, int max)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	memset(procs, 0, sizeof(*procs) * (size_t)max);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[64], buf[64], status[4096];
+		int pid = atoi(e->d_name);
+		long n;
+
+		if (pid <= 0 || pid >= max)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		n = kml_read_file(path, buf, sizeof(buf));
+		if (n <= 0)
+			continue;
+		buf[strcspn(buf, "\n")] = '\0';
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+		if (kml_read_file(path, status, sizeof(status)) <= 0)
+			continue;
+		memcpy(procs[pid].comm, buf, sizeof(buf));
+		procs[pid].kthread = !!strstr(status, "\nKthread:\t1");
+	}
+	closedir(d);
+}
+
+/* Does kml-ps's comm (task->comm) agree with /proc's? */
+static int comm_agrees(const struct proc_entry *proc, const char *ps_comm)
+{
+	if (proc->kthread)
+		return *ps_comm && !strncmp(proc->comm, ps_comm, strlen(ps_comm));
+	return !strcmp(proc->comm, ps_comm);
+}
+
+static volatile int thread_stop;
+
+static void *named_thread(void *arg)
+{
+	prctl(PR_SET_NAME, (char *)arg);
+	while (!thread_stop)
+		usleep(10000);
+	return NULL;
+}
+
+#define PROC_MAX	32768
+
+TEST(kml_ps_agrees_with_proc)
+{
+	static struct proc_entry before[PROC_MAX], after[PROC_MAX];
+	static struct ps_line ps[MAX_PS];
+	static char out[1 << 18];
+	char *argv[] = { KML_PS, NULL }, names[3][16], tname[16];
+	pid_t kids[3], ps_pid = 0, tid;
+	unsigned long thread_size = 0;
+	int i, n, rc, checked = 0, kthreads = 0;
+	pthread_t th;
+	const struct ps_line *p;
+
+	NEED_KML_KERNEL();
+	if (access(KML_PS, X_OK))
+		SKIP(return, "%s is not installed", KML_PS);
+	/* three sleepers with names of their own, and a named thread */
+	for (i = 0; i < 3; i++) {
+		snprintf(names[i], sizeof(names[i]), "klps%d-%d", i, getpid() % 100000);
+		kids[i] = fork();
+		ASSERT_LE(0, kids[i]);
+		if (!kids[i]) {
+			prctl(PR_SET_NAME, names[i]);
+			for (;;)
+				pause();
+		}
+	}
+	snprintf(tname, sizeof(tname), "klthr-%d", getpid() % 100000);
+	thread_stop = 0;
+	ASSERT_EQ(0, pthread_create(&th, NULL, named_thread, tname));
+	for (i = 0; i < 500; i++) {	/* until the names are set */
+		char path[64], buf[32];
+		int j, ok = 1;
+
+		for (j = 0; j < 3; j++) {
+			snprintf(path, sizeof(path), "/proc/%d/comm", kids[j]);
+			ok &= kml_read_file(path, buf, sizeof(buf)) > 0 &&
+			      !strncmp(buf, names[j], strlen(names[j]));
+		}
+		if (ok)
+			break;
+		usleep(10000);
+	}
+	usleep(100000);		/* let the sleepers reach pause() */
+
+	proc_snapshot(before, PROC_MAX);
+	rc = run_capture(argv, NULL, out, sizeof(out), &ps_pid);
+	proc_snapshot(after, PROC_MAX);
+	thread_stop = 1;
+	pthread_join(th, NULL);
+	for (i = 0; i < 3; i++) {
+		kill(kids[i], SIGKILL);
+		waitpid(kids[i], NULL, 0);
+	}
+	ASSERT_EQ(0, rc) TH_LOG("kml-ps: %s", quoted(out));
+	n = parse_ps(out, ps, MAX_PS, &thread_size);
+	ASSERT_LT(0, n) TH_LOG("kml-ps output does not parse: %s", quoted(out));
+	ASSERT_LE(4096, thread_size);
+
+	/* the idle task, this process, the sleepers, the thread */
+	p = ps_find(ps, n, 0, 0);
+	ASSERT_NE(NULL, p);
+	EXPECT_STREQ("swapper/0", p->comm);
+	p = ps_find(ps, n, getpid(), getpid());
+	ASSERT_NE(NULL, p);
+	EXPECT_STREQ(before[getpid()].comm, p->comm);
+	p = ps_find(ps, n, ps_pid, ps_pid);
+	ASSERT_NE(NULL, p);
+	EXPECT_STREQ("kml-ps", p->comm);
+	EXPECT_EQ('R', p->state);
+	for (i = 0; i < 3; i++) {
+		p = ps_find(ps, n, kids[i], kids[i]);
+		ASSERT_NE(NULL, p) TH_LOG("sleeper %d not listed", kids[i]);
+		EXPECT_STREQ(names[i], p->comm);
+		EXPECT_EQ('S', p->state);
+		EXPECT_LT(0, p->stack);
+		EXPECT_GE((long)thread_size, p->stack);
+	}
+	tid = 0;
+	for (i = 0; i < n; i++)
+		if (ps[i].tgid == getpid() && ps[i].pid != getpid() &&
+		    !strcmp(ps[i].comm, tname))
+			tid = ps[i].pid;
+	EXPECT_NE(0, tid) TH_LOG("thread %s of %d not listed", tname, getpid());
+
+	/* every process that lived through the check, with the same name */
+	for (i = 1; i < PROC_MAX; i++) {
+		if (!before[i].comm[0] || strcmp(before[i].comm, after[i].comm))
+			continue;
+		p = ps_find(ps, n, i, i);
+		EXPECT_NE(NULL, p) TH_LOG("pid %d (%s) is in /proc, not in kml-ps",
+					  i, before[i].comm);
+		if (p)
+			EXPECT_TRUE(comm_agrees(&before[i], p->comm))
+				TH_LOG("pid %d: /proc says '%s'%s, kml-ps '%s'", i,
+				       before[i].comm,
+				       before[i].kthread ? " (kernel thread)" : "",
+				       p->comm);
+		checked++;
+		kthreads += before[i].kthread;
+	}
+	EXPECT_LE(8, checked);
+	EXPECT_LT(0, kthreads);
+	EXPECT_LT(kthreads, checked);
+	/* and nothing listed that /proc never had (but kml-ps itself) */
+	for (i = 0; i < n; i++) {
+		if (ps[i].pid <= 0 || ps[i].pid != ps[i].tgid || ps[i].pid == ps_pid ||
+		    ps[i].pid >= PROC_MAX)
+			continue;
+		EXPECT_TRUE(before[ps[i].pid].comm[0] || after[ps[i].pid].comm[0])
+			TH_LOG("kml-ps lists %d (%s), /proc never did", ps[i].pid,
+			       ps[i].comm);
+	}
+}
+
+TEST(kml_ps_refuses_in_user_mode)
+{
+	char out[4096], *argv[] = { KML_PS_USER, NULL };
+
+	if (access(KML_PS_USER, X_OK))
+		SKIP(return, "%s is not installed", KML_PS_USER);
+	EXPECT_EQ(2, run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", quoted(out));
+}
+
+/* ---- kml-udp (any mode: it runs from /trusted) ------------------------- */
+
+static int udp_counts(const char *out, unsigned long long *good, unsigned long long *sent)
+{
+	const char *r = strstr(out, "receiver: ");
+	int n = 0;
+
+	if (!r)
+		return -1;
+	r += strlen("receiver: ");
+	while (n < 3) {
+		const char *of = strstr(r, " of ");
+
+		if (!of)
+			return -1;
+		/* the number before " of " and the one after */
+		const char *g = of;
+
+		while (g > r && isdigit((unsigned char)g[-1]))
+			g--;
+		if (sscanf(g, "%llu of %llu", &good[n], &sent[n]) != 2)
+			return -1;
+		n++;
+		r = of + 4;
+	}
+	return n;
+}
+
+static int run_udp(char *out, size_t size, const char *extra, const char *arg)
+{
+	char *argv[16] = { KML_UDP, "-r", "3", "-n", "20", "-s", "1500", "-t", "0.2" };
+	int n = 9;
+
+	if (extra) {
+		argv[n++] = (char *)extra;
+		argv[n++] = (char *)arg;
+	}
+	argv[n] = NULL;
+	return run_capture(argv, NULL, out, size, NULL);
+}
+
+TEST(kml_udp_delivers_every_payload)
+{
+	static char out[1 << 16];
+	unsigned long long good[3], sent[3];
+	int i;
+
+	NEED_KML_KERNEL();
+	if (access(KML_UDP, X_OK))
+		SKIP(return, "%s is not installed", KML_UDP);
+	ASSERT_EQ(0, run_udp(out, sizeof(out), NULL, NULL)) TH_LOG("%s", quoted(out));
+	ASSERT_EQ(3, udp_counts(out, good, sent)) TH_LOG("%s", quoted(out));
+	for (i = 0; i < 3; i++) {
+		EXPECT_EQ(sent[i], good[i]);
+		EXPECT_LE(4 * 20, sent[i]);	/* warm-up + 3 runs, at least */
+	}
+	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 0 missing")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "| kernel_sendmsg() |")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "Delay for sending 20, 1500-byte packets"))
+		TH_LOG("%s", quoted(out));
+}
+
+TEST(kml_udp_detects_a_corrupted_payload)
+{
+	static char out[1 << 16];
+
+	NEED_KML_KERNEL();
+	if (access(KML_UDP, X_OK))
+		SKIP(return, "%s is not installed", KML_UDP);
+	EXPECT_EQ(1, run_udp(out, sizeof(out), "--corrupt", "5")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "3 bad, 0 duplicate, 0 missing")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "datagram 5: payload differs")) TH_LOG("%s", quoted(out));
+}
+
+TEST(kml_udp_detects_a_missing_datagram)
+{
+	static char out[1 << 16];
+
+	NEED_KML_KERNEL();
+	if (access(KML_UDP, X_OK))
+		SKIP(return, "%s is not installed", KML_UDP);
+	EXPECT_EQ(1, run_udp(out, sizeof(out), "--drop", "7")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 3 missing")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "datagram 7 never arrived")) TH_LOG("%s", quoted(out));
+}
+
+TEST(kml_udp_refuses_in_user_mode)
+{
+	char out[4096], *argv[] = { KML_UDP_USER, NULL };
+
+	if (access(KML_UDP_USER, X_OK))
+		SKIP(return, "%s is not installed", KML_UDP_USER);
+	EXPECT_EQ(2, run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", quoted(out));
+}
+
+int main(int argc, char **argv)
+{
+	const char *helper = getenv(HELPER_ENV);
+
+	if (helper && !strcmp(helper, "eperm"))
+		return eperm_helper();
+	return test_harness_run(argc, argv);
+}
