@@ -51,17 +51,6 @@
 
 /* ---- environment ------------------------------------------------------- */
 
-static int kml_kernel(void)
-{
-	struct utsname u;
-	size_t n;
-
-	if (uname(&u))
-		return 0;
-	n = strlen(u.release);
-	return n > 4 && !strcmp(u.release + n - 4, "-kml");
-}
-
 /*
  * Kernel mode, and all memory present: kernel functions read this
  * process's memory (strings, buffers) without expecting a page fault, and

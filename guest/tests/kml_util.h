@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/utsname.h>
 
 /* Read a whole (small) file into buf; returns length or -1. */
 static inline long kml_read_file(const char *path, char *buf, size_t size)
@@ -65,6 +67,39 @@ static inline int kml_cpu_flag(const char *flag)
 		if (!strcmp(tok, flag))
 			return 1;
 	return 0;
+}
+
+/* The caller's privilege level, from CS. */
+static inline int kml_cpl(void)
+{
+	unsigned short cs;
+
+	asm volatile("mov %%cs, %0" : "=r"(cs));
+	return cs & 3;
+}
+
+/* Was this program started from /trusted? 1, 0, or -1 on error. */
+static inline int kml_in_trusted(void)
+{
+	char exe[256];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n < 0)
+		return -1;
+	exe[n] = '\0';
+	return !strncmp(exe, "/trusted/", 9);
+}
+
+/* Is this a kml kernel (release ends in -kml, as ./kml builds it)? */
+static inline int kml_kernel(void)
+{
+	struct utsname u;
+	size_t n;
+
+	if (uname(&u))
+		return 0;
+	n = strlen(u.release);
+	return n > 4 && !strcmp(u.release + n - 4, "-kml");
 }
 
 #endif /* KML_UTIL_H */

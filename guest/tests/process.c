@@ -31,32 +31,13 @@
 #include "kselftest_harness.h"
 #include "kml_util.h"
 
-static int cpl(void)
-{
-	unsigned short cs;
-
-	asm volatile("mov %%cs, %0" : "=r"(cs));
-	return cs & 3;
-}
-
-static int in_trusted(void)
-{
-	char exe[256];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n < 0)
-		return -1;
-	exe[n] = '\0';
-	return !strncmp(exe, "/trusted/", 9);
-}
-
 TEST(mode_is_as_expected)
 {
-	int trusted = in_trusted();
+	int trusted = kml_in_trusted();
 
 	ASSERT_GE(trusted, 0);
-	TH_LOG("cpl %d, from %s", cpl(), trusted ? "/trusted" : "elsewhere");
-	ASSERT_EQ(trusted ? 0 : 3, cpl());
+	TH_LOG("cpl %d, from %s", kml_cpl(), trusted ? "/trusted" : "elsewhere");
+	ASSERT_EQ(trusted ? 0 : 3, kml_cpl());
 }
 
 /* Faults kill only the process, with the usual signal. */
@@ -241,7 +222,7 @@ TEST(fork_vfork_exit_status)
 
 	ASSERT_GE(pid, 0);
 	if (pid == 0)
-		_exit(cpl() == (in_trusted() ? 0 : 3) ? 11 : 1);
+		_exit(kml_cpl() == (kml_in_trusted() ? 0 : 3) ? 11 : 1);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_EQ(11, WEXITSTATUS(status));
 
@@ -255,7 +236,7 @@ TEST(fork_vfork_exit_status)
 
 static void *thread_cpl(void *arg)
 {
-	return (void *)(long)cpl();
+	return (void *)(long)kml_cpl();
 }
 
 TEST(pthreads_share_the_mode)
@@ -267,7 +248,7 @@ TEST(pthreads_share_the_mode)
 		ASSERT_EQ(0, pthread_create(&t[i], NULL, thread_cpl, NULL));
 	for (int i = 0; i < 4; i++) {
 		ASSERT_EQ(0, pthread_join(t[i], &ret));
-		ASSERT_EQ(cpl(), (long)ret);
+		ASSERT_EQ(kml_cpl(), (long)ret);
 	}
 }
 
@@ -397,7 +378,7 @@ TEST(red_zone_survives_interrupts)
  */
 TEST(file_mapping_larger_than_ram)
 {
-	unsigned long long size, off, magic = 0x6b6d6c00ULL + cpl();
+	unsigned long long size, off, magic = 0x6b6d6c00ULL + kml_cpl();
 	long ram = sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 	unsigned long long bad = 0, pages = 0;
 	volatile unsigned char sink = 0;

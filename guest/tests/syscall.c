@@ -56,39 +56,6 @@
 #define KML_STR_(x)	#x
 #define KML_STR(x)	KML_STR_(x)	/* a macro's value as a string */
 
-/* ---- the process ---------------------------------------------------- */
-
-static int cpl(void)
-{
-	unsigned short cs;
-
-	asm volatile("mov %%cs, %0" : "=r"(cs));
-	return cs & 3;
-}
-
-static int in_trusted(void)
-{
-	char exe[256];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-	if (n < 0)
-		return -1;
-	exe[n] = '\0';
-	return !strncmp(exe, "/trusted/", 9);
-}
-
-/* Is this a kml kernel (release ends in -kml, as ./kml builds it)? */
-static int kml_kernel(void)
-{
-	struct utsname u;
-	size_t n;
-
-	if (uname(&u))
-		return 0;
-	n = strlen(u.release);
-	return n > 4 && !strcmp(u.release + n - 4, "-kml");
-}
-
 /* ---- the sysctl and the counter -------------------------------------- */
 
 static int sysctl_get(void)
@@ -181,7 +148,7 @@ static int fast_expected(struct __test_metadata *_metadata)
 	ASSERT_GE(v, 0) TH_LOG("%s unreadable on a kml kernel", SYSCTL);
 	ASSERT_LE(0, fast_count()) TH_LOG("no %s line on a kml kernel",
 					  FAST_KEY);
-	return cpl() == 0 && v == 1;
+	return kml_cpl() == 0 && v == 1;
 }
 
 /* ---- three ways into the kernel --------------------------------------- */
@@ -263,14 +230,14 @@ static int get_mechs(struct mech m[3])
 
 TEST(mode_and_call_path)
 {
-	int trusted = in_trusted(), kernel = cpl() == 0;
+	int trusted = kml_in_trusted(), kernel = kml_cpl() == 0;
 	void *entry = kml_vdso_entry();
 
 	ASSERT_GE(trusted, 0);
 	TH_LOG("cpl %d, from %s; vDSO at %p, __vdso_kml_syscall at %p, "
-	       "call path %d", cpl(), trusted ? "/trusted" : "elsewhere",
+	       "call path %d", kml_cpl(), trusted ? "/trusted" : "elsewhere",
 	       kml_vdso_base(), entry, kml_call_path());
-	ASSERT_EQ(trusted ? 0 : 3, cpl());
+	ASSERT_EQ(trusted ? 0 : 3, kml_cpl());
 	ASSERT_EQ(kernel, kml_kernel_mode());
 	ASSERT_EQ(getauxval(AT_SYSINFO_EHDR), (unsigned long)kml_vdso_base());
 	if (kml_kernel()) {
@@ -548,13 +515,13 @@ TEST_F(fast, fast_path_is_taken)
 		d = count_getppid(fd, &m[i], N_CALLS);
 		TH_LOG("kml_fast_syscall=1, %s: +%ld over %d calls",
 		       m[i].name, d, N_CALLS);
-		if (cpl() == 0) {
+		if (kml_cpl() == 0) {
 			ASSERT_LE(N_CALLS, d);
 		} else {
 			ASSERT_EQ(0, d);
 		}
 	}
-	if (cpl() != 0) {
+	if (kml_cpl() != 0) {
 		ASSERT_EQ(0, fast_pread(fd)) TH_LOG("user mode: must stay 0");
 	}
 
@@ -1425,7 +1392,7 @@ TEST_F(fast, signal_delivery_is_not_a_fast_return)
 	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
 	c0 = fast_pread(probe_fd);
 	calib = fast_pread(probe_fd) - c0;	/* what one read adds */
-	ASSERT_EQ(cpl() == 0 ? 1 : 0, calib);
+	ASSERT_EQ(kml_cpl() == 0 ? 1 : 0, calib);
 	for (int i = 0; i < n; i++) {
 		probe_in_handler = -1;
 		c0 = fast_pread(probe_fd);
