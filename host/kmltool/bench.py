@@ -18,6 +18,15 @@ Table 2, usermode-kernel thesis Table 6.1) with the three modes.
 A mode that cannot run here (kml-bench exit status 3: the /trusted copy
 runs in user mode because of kml=off, or the kernel has no
 __vdso_kml_syscall) is reported as unavailable, with the reason.
+
+The file I/O part (unless --no-io), in the same boot after the latency
+modes: kml-iobench (IOzone-style write, re-write, read, re-read of 16 KiB
+to 512 KiB files with 16 KiB records) as an ordinary process and from
+/trusted in kernel mode, on tmpfs (/tmp) and on ext4 (a disk image made on
+the host with mkfs.ext4 and attached as virtio-blk /dev/vda).  The host
+checks the CPL and the file system of each run and prints one table:
+KiB/s per file system, size and operation in both modes and the ratio
+kernel/user.
 """
 import json
 import subprocess
@@ -25,6 +34,7 @@ import sys
 from dataclasses import dataclass, field
 
 from .paths import KmlError
+from .qemu import MKFS_EXT4
 
 MARK = "===KML-BENCH==="
 SCHEMA = "kml-bench-modes/1"
@@ -58,9 +68,84 @@ def _q(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
 
-def guest_script(user_prog="/usr/bin/kml-bench", trusted="/trusted", tmp="/tmp"):
+@dataclass(frozen=True)
+class IoFs:
+    name: str           # the file system type kml-iobench must report
+    dir: str            # the directory it writes in
+    setup: str          # guest shell command that makes dir ready
+
+
+@dataclass(frozen=True)
+class IoMode:
+    name: str
+    title: str
+    program: str
+    args: tuple
+    cpl: int
+
+
+IO_SCHEMA = "kml-iobench/1"
+IO_NOT_RUN = "kml bench: "      # the guest script's prefix for a run not started
+IO_DISK_MIB = 64            # the ext4 image (sparse; a 512 KiB file needs little)
+IO_DISK_FS = "ext4"
+IO_FS = (
+    IoFs("tmpfs", "/tmp/kml-io", "mkdir -p /tmp/kml-io"),
+    IoFs("ext4", "/mnt/ext4", "mkdir -p /mnt/ext4 && mount -t ext4 /dev/vda /mnt/ext4"),
+)
+IO_MODES = (
+    IoMode("user", "ordinary process", "/usr/bin/kml-iobench", ("--expect-mode", "user"), 3),
+    IoMode("kernel", "kernel mode (/trusted copy)", "/trusted/kml-iobench",
+           ("--expect-mode", "kernel"), 0),
+)
+IO_OPS = ("write", "re-write", "read", "re-read")
+
+
+def io_run_name(fs, mode):
+    return f"io-{fs.name}-{mode.name}"
+
+
+def _io_script(io_args, user_prog, trusted, tmp, io_fs):
+    """The file I/O part of the guest script (after the latency modes)."""
+    copy = f"{trusted}/kml-iobench"
+    progs = {"/usr/bin/kml-iobench": user_prog, "/trusted/kml-iobench": copy}
+    opts = " ".join(map(_q, io_args))
+    lines = [
+        # a failed copy fails the kernel-mode runs (exit status 127), not
+        # the whole script: the latency results are in already
+        f"cp {_q(user_prog)} {_q(copy)} && chmod 755 {_q(copy)} || "
+        f"echo 'kml bench: cannot copy kml-iobench into {trusted}' >&2",
+        # io NAME DIR PROGRAM ARGS...: progress (stderr) streams and is kept
+        'io() { name=$1; dir=$2; shift 2; echo "== kml-iobench, $name: $* --dir $dir"; '
+        f'{{ "$@" --dir "$dir" -v --label "$name" --json "{tmp}/kb-$name.json" '
+        f'2>&1 >/dev/null; echo $? >"{tmp}/kb-$name.rc"; }} | tee "{tmp}/kb-$name.err"; }}',
+        # notrun NAME WHY: a run that could not start (its directory is not ready)
+        'notrun() { echo "== kml-iobench, $1: not run: $2"; '
+        f'echo "{IO_NOT_RUN}not run: $2" >"{tmp}/kb-$1.err"; echo 125 >"{tmp}/kb-$1.rc"; }}',
+    ]
+    for fs in io_fs:
+        err = f"{tmp}/kb-setup-{fs.name}.err"
+        lines.append(f"if {{ {fs.setup}; }} 2>{_q(err)}; then")
+        for m in IO_MODES:
+            lines.append(f"  io {io_run_name(fs, m)} {_q(fs.dir)} {_q(progs[m.program])} "
+                         f"{' '.join(map(_q, m.args))}{' ' + opts if opts else ''}")
+        lines.append("else")
+        lines.append(f"  why={_q(fs.setup + ' failed: ')}\"$(tr '\\n' ' ' <{_q(err)})\"")
+        for m in IO_MODES:
+            lines.append(f'  notrun {io_run_name(fs, m)} "$why"')
+        lines.append("fi")
+    return lines
+
+
+def io_names(io_fs=IO_FS):
+    return [io_run_name(fs, m) for fs in io_fs for m in IO_MODES]
+
+
+def guest_script(user_prog="/usr/bin/kml-bench", trusted="/trusted", tmp="/tmp",
+                 io_args=None, io_prog="/usr/bin/kml-iobench", io_fs=IO_FS):
     """The guest shell script; the common kml-bench options come as "$@".
-    (The paths are parameters only so that tests can run it elsewhere.)"""
+    io_args: None, no file I/O part; else kml-iobench's options (a list).
+    (The paths and io_fs are parameters only so that tests can run it
+    elsewhere.)"""
     copy = f"{trusted}/kml-bench"
     progs = {"/usr/bin/kml-bench": user_prog, "/trusted/kml-bench": copy}
     lines = [
@@ -74,8 +159,11 @@ def guest_script(user_prog="/usr/bin/kml-bench", trusted="/trusted", tmp="/tmp")
     for m in MODES:
         lines.append(f"mode {m.name} {_q(progs[m.program])} "
                      f"{' '.join(map(_q, m.args))} \"$@\"")
-    for m in MODES:
-        n = m.name
+    names = [m.name for m in MODES]
+    if io_args is not None:
+        lines += _io_script(io_args, io_prog, trusted, tmp, io_fs)
+        names += io_names(io_fs)
+    for n in names:
         lines += [
             f'echo "{MARK} begin {n} $(cat {tmp}/kb-{n}.rc)"',
             f'echo "{MARK} json {n}"; cat {tmp}/kb-{n}.json 2>/dev/null; echo',
@@ -205,8 +293,9 @@ def _num(v):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def combine(runs):
-    """The combined result: a dict (saved as JSON; markdown() prints it)."""
+def combine(runs, io_fs=None):
+    """The combined result: a dict (saved as JSON; markdown() prints it).
+    io_fs: the file systems of the file I/O part (None: it did not run)."""
     modes = []
     for m in MODES:
         run = runs.get(m.name)
@@ -254,7 +343,107 @@ def combine(runs):
             "accel": base.get("accel"), "cpu": base.get("cpu"), "ncpus": base.get("ncpus"),
             "kernel": base.get("kernel"), "cmdline": base.get("cmdline"),
             "runs": base.get("runs"), "run_ms": base.get("run_ms"),
-            "layouts": base.get("layouts", []), "modes": modes, "rows": rows}
+            "layouts": base.get("layouts", []), "modes": modes, "rows": rows,
+            "io": combine_io(runs, io_fs) if io_fs is not None else None}
+
+
+# ---- the file I/O part ------------------------------------------------
+
+def io_status(fs, mode, run):
+    """("ok"|"failed"|"unavailable"|"error", reason) for one kml-iobench run."""
+    if run is None:
+        return "error", "no output from this run (the guest script stopped early)"
+    last = _last_line(run.stderr)
+    if last.startswith(IO_NOT_RUN):
+        return "error", last[len(IO_NOT_RUN):]
+    if run.exit == EXIT_UNAVAILABLE:
+        return "unavailable", last or "kml-iobench exit status 3"
+    if run.exit not in (0, 1):
+        return "error", f"kml-iobench exited with {run.exit}" + (f": {last}" if last else "")
+    if run.doc is None:
+        why = f"invalid JSON ({run.json_error})" if run.json_error else "no JSON"
+        return "error", f"kml-iobench exited with {run.exit} but wrote {why}"
+    doc = run.doc
+    if doc.get("schema") != IO_SCHEMA:
+        return "error", f"JSON schema {doc.get('schema')!r}, expected {IO_SCHEMA!r}"
+    if doc.get("cpl") != mode.cpl:
+        return "error", (f"ran at CPL {doc.get('cpl')}, expected CPL {mode.cpl} "
+                         "(did --expect-mode not work?)")
+    if doc.get("fs") != fs.name:
+        return "error", (f"wrote on {doc.get('fs')!r} in {doc.get('dir')}, expected "
+                         f"{fs.name} (is {fs.dir} what it should be?)")
+    results = doc.get("results")
+    if not isinstance(results, list) or not results:
+        return "error", "no results in the JSON"
+    bad = [r for r in results if r.get("status") != "ok"]
+    if run.exit == 1:
+        if not bad:
+            return "error", "kml-iobench exited with 1 but reports no failed result"
+        own = [r for r in bad if not str(r.get("reason", "")).startswith("not measured")]
+        r = (own or bad)[0]
+        more = f" (and {len(bad) - 1} more failed results)" if len(bad) > 1 else ""
+        return "failed", f"{r.get('size_kib')} KiB {r.get('op')}: {r.get('reason')}{more}"
+    if bad:
+        return "error", "kml-iobench exited with 0 but reports failed results"
+    if doc.get("verified") is not True:
+        return "error", "kml-iobench exited with 0 but did not verify the data"
+    return "ok", None
+
+
+def _io_cell(prog, size, op):
+    if prog["result"] is None:
+        return {"status": prog["status"], "reason": prog["reason"]}
+    r = next((r for r in prog["result"].get("results", [])
+              if r.get("size_kib") == size and r.get("op") == op), None)
+    if r is None:
+        return {"status": "not run", "reason": None}
+    return {"status": r.get("status"), "reason": r.get("reason"),
+            "kib_s_best": _num(r.get("kib_s_best")),
+            "kib_s_median": _num(r.get("kib_s_median")),
+            "ns_best": _num(r.get("ns_best")), "iters": _num(r.get("iters"))}
+
+
+def combine_io(runs, io_fs=IO_FS):
+    """The file I/O part of the combined result."""
+    progs = []
+    for fs in io_fs:
+        for m in IO_MODES:
+            name = io_run_name(fs, m)
+            run = runs.get(name)
+            status, reason = io_status(fs, m, run)
+            progs.append({"name": name, "fs": fs.name, "dir": fs.dir, "mode": m.name,
+                          "title": m.title, "program": m.program, "args": list(m.args),
+                          "cpl": m.cpl, "exit_status": run.exit if run else None,
+                          "status": status, "reason": reason,
+                          "result": run.doc if run and status in ("ok", "failed") else None})
+    rows = []
+    for fs in io_fs:
+        mine = [p for p in progs if p["fs"] == fs.name]
+        sizes = []
+        for p in mine:
+            for r in (p["result"] or {}).get("results", []):
+                if r.get("size_kib") not in sizes:
+                    sizes.append(r.get("size_kib"))
+        for size in sizes:
+            for op in IO_OPS:
+                cells = {p["mode"]: _io_cell(p, size, op) for p in mine}
+                u, k = cells.get("user", {}), cells.get("kernel", {})
+                ok = (u.get("status") == "ok" and k.get("status") == "ok"
+                      and u.get("kib_s_best") and k.get("kib_s_best"))
+                rows.append({"fs": fs.name, "size_kib": size, "op": op, "modes": cells,
+                             "ratio": round(k["kib_s_best"] / u["kib_s_best"], 4)
+                             if ok else None})
+    base = next((p["result"] for p in progs if p["result"]), None) or {}
+    return {"schema": "kml-bench-io/1", "ops": list(IO_OPS),
+            "record_kib": base.get("record_kib"), "runs": base.get("runs"),
+            "run_ms": base.get("run_ms"), "fsync": base.get("fsync"),
+            "best": base.get("best"), "timed": base.get("timed"),
+            "emulated": bool(base.get("emulated")),
+            "filesystems": [{"name": fs.name, "dir": fs.dir, "setup": fs.setup}
+                            for fs in io_fs],
+            "disk": {"mib": IO_DISK_MIB, "fs": IO_DISK_FS, "device": "virtio-blk /dev/vda",
+                     "mkfs": "mkfs.ext4 " + " ".join(MKFS_EXT4)},
+            "modes": progs, "rows": rows}
 
 
 def fmt_num(v):
@@ -291,7 +480,8 @@ def _emul(d):
 
 def markdown(d):
     """The combined Markdown: header, mode list, main table, seed layouts."""
-    out = [f"# kml-bench: system call latency in three modes{_emul(d)}", ""]
+    what = "system call latency in three modes" + (", file I/O" if d.get("io") else "")
+    out = [f"# kml-bench: {what}{_emul(d)}", ""]
     out.append(f"- accel: {d.get('accel')}"
                + (" (QEMU TCG software emulation)" if d.get("emulated") else ""))
     out.append(f"- cpu: {d.get('cpu')}")
@@ -361,14 +551,79 @@ def markdown(d):
                 line += f" {s:.2f} |" if s else " – |"
             out.append(line)
         out.append("")
+    if d.get("io"):
+        out += io_markdown(d["io"], d.get("emulated"))
     return "\n".join(out).rstrip() + "\n"
 
 
+def io_markdown(io, emulated):
+    """The file I/O section of the combined Markdown."""
+    emul = f" — {EMULATED_NOTE}" if emulated else ""
+    out = [f"## File I/O throughput (kml-iobench): ordinary vs kernel-mode process{emul}", ""]
+    if io.get("runs"):
+        out.append(f"- method: IOzone-style, one file per size: write (a new file), "
+                   f"re-write, read, re-read; {io.get('record_kib')} KiB records; loops of "
+                   f"about {io.get('run_ms')} ms, best of {io.get('runs')} runs (highest "
+                   "throughput); all data read back and checked after every loop")
+        out.append(f"- timed: {io.get('timed')}")
+    by_fs = {}
+    for p in io["modes"]:
+        by_fs.setdefault(p["fs"], []).append(p)
+    for fs in io["filesystems"]:
+        where = f"`{fs['dir']}`"
+        mount = next((p["result"].get("mount") for p in by_fs.get(fs["name"], [])
+                      if p["result"] and p["result"].get("mount")), None)
+        if fs["name"] == io["disk"]["fs"]:
+            where += (f", a {io['disk']['mib']} MiB image made on the host with "
+                      f"`{io['disk']['mkfs']}`, {io['disk']['device']}")
+        if mount:
+            where += f", mounted {mount.get('source')} on {mount.get('point')} " \
+                     f"({mount.get('options')})"
+        out.append(f"- {fs['name']}: {where}")
+    out.append("- runs:")
+    for p in io["modes"]:
+        line = f"  - {p['name']}: {p['title']}, `{p['program']} {' '.join(p['args'])}`"
+        if p["status"] != "ok":
+            line += f" — **{p['status']}**: {p['reason']}"
+        out.append(line)
+    out += ["", "| File system | File size (KiB) | Operation | user KiB/s | kernel KiB/s "
+            "| kernel/user |", "|---|---:|---|---:|---:|---:|"]
+    notes = []
+    for r in io["rows"]:
+        line = f"| {r['fs']} | {r['size_kib']} | {r['op']} |"
+        for m in ("user", "kernel"):
+            c = r["modes"].get(m, {"status": "not run"})
+            if c.get("status") == "ok" and c.get("kib_s_best") is not None:
+                line += f" {c['kib_s_best']:.0f} |"
+            elif c.get("status") == "failed":
+                # one note per reason and size: "not measured" repeats
+                text = f"{m}, {r['fs']} {r['size_kib']} KiB: {c.get('reason')}"
+                if text not in notes:
+                    notes.append(text)
+                line += f" FAILED [{notes.index(text) + 1}] |"
+            else:
+                line += f" {_cell(c, 'kib_s_best')} |"
+        line += f" {r['ratio']:.2f} |" if r["ratio"] else " – |"
+        out.append(line)
+    out += ["", "kernel/user: the kernel-mode process's throughput / the ordinary "
+            "process's (above 1: kernel mode is faster).", ""]
+    if notes:
+        out += ["Notes:", ""] + [f"{i}. {n}" for i, n in enumerate(notes, 1)] + [""]
+    return out
+
+
 def exit_status(d):
-    """0: every mode ok or unavailable; 1: a mode failed or had failed rows."""
+    """0: every mode and file I/O run ok or unavailable; 1: one failed or
+    had failed rows, or the ordinary process did not work."""
     bad = [m for m in d["modes"] if m["status"] in ("error", "rows failed")]
     if d["modes"][0]["status"] != "ok":
         return 1            # the ordinary process must always work
+    io = d.get("io")
+    if io:
+        if any(p["status"] in ("error", "failed") for p in io["modes"]):
+            return 1
+        if any(p["mode"] == "user" and p["status"] != "ok" for p in io["modes"]):
+            return 1
     return 1 if bad else 0
 
 

@@ -80,6 +80,9 @@ def build_parser():
                    help="copy a host file (and its shared libraries) into the guest")
     p.add_argument("--disk", type=positive_int, default=0, metavar="MIB",
                    help="attach an empty virtio disk of MIB MiB as /dev/vda")
+    p.add_argument("--disk-fs", choices=qemu.DISK_FILESYSTEMS,
+                   help="make that file system on the --disk image first (on the "
+                        "host: mkfs.ext4); the guest can mount /dev/vda")
     p.add_argument("--kernel-mode", action="store_true",
                    help="copy CMD (a host file, or a program in the guest) into "
                         "/trusted and run it from there, in kernel mode")
@@ -92,13 +95,22 @@ def build_parser():
     p.add_argument("--host-only", action="store_true", help="skip VM boots")
     p.add_argument("-k", dest="pytest_k", metavar="EXPR", help="pytest -k selection")
 
-    for name, text in (("bench", "run the latency benchmark in a VM: ordinary process, "
-                                 "kernel mode with syscall, kernel mode with the call path"),
-                       ("demo", "the main job: set up, build, boot, show the latency table")):
-        p = sub.add_parser(name, help=text)
+    for name, text in (("bench", "run the benchmarks in a VM: syscall latency as an ordinary "
+                                 "process, in kernel mode with syscall and with the call "
+                                 "path; file I/O throughput (tmpfs, ext4) as an ordinary "
+                                 "process and in kernel mode"),
+                       ("demo", "the main job: set up, build, boot, show the latency and "
+                                "file I/O tables")):
+        p = sub.add_parser(name, help=text, description=text + ".")
         add_vm_options(p, 1200)
-        p.add_argument("--quick", action="store_true", help="few short runs (smoke test)")
-        p.add_argument("--only", metavar="ROWS", help="comma-separated benchmark rows")
+        p.add_argument("--quick", action="store_true",
+                       help="few short runs (smoke test), latency and file I/O")
+        p.add_argument("--only", metavar="ROWS",
+                       help="comma-separated latency rows (kml-bench --list); it does "
+                            "not restrict the file I/O part: --no-io skips that")
+        p.add_argument("--no-io", action="store_true",
+                       help="skip the file I/O part (kml-iobench on tmpfs and on an ext4 "
+                            f"disk image of {bench.IO_DISK_MIB} MiB)")
 
     p = sub.add_parser("patches", help="the kernel patch series")
     psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
@@ -128,6 +140,8 @@ def cmd_run(a):
     argv = a.argv[1:] if a.argv[:1] == ["--"] else a.argv
     if not argv:
         raise KmlError("run: no command given (usage: kml run [options] -- CMD [ARGS...])")
+    if a.disk_fs and not a.disk:
+        raise KmlError(f"--disk-fs {a.disk_fs} needs --disk MIB (the size of the image)")
     for spec in a.add:      # check before booting: bad input loses nothing
         host, _ = initramfs.parse_add(spec)
         if not os.path.isfile(host):
@@ -137,7 +151,8 @@ def cmd_run(a):
         argv, extra = kernel_mode_argv(argv)
         adds += extra
     res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
-                    timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk)
+                    timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
+                    disk_fs=a.disk_fs)
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")
@@ -188,7 +203,8 @@ def cmd_test(a):
 
 
 def cmd_bench(a, demo=False):
-    """kml-bench in three modes in one boot (see bench.py), combined."""
+    """kml-bench in three modes and kml-iobench in two, on tmpfs and ext4,
+    in one boot (see bench.py), combined."""
     build_all()
     args = []
     if a.quick:
@@ -196,15 +212,23 @@ def cmd_bench(a, demo=False):
     if a.only:
         bench.check_only(a.only, paths.GUEST_OUT / "kml-bench")
         args += ["--only", a.only]
-    script = bench.guest_script()
+    io_args = None if a.no_io else (["--quick"] if a.quick else [])
+    disk = {}
+    if io_args is not None:
+        qemu.find_mkfs(bench.IO_DISK_FS)        # before the boot: a clear error
+        disk = {"disk_mib": bench.IO_DISK_MIB, "disk_fs": bench.IO_DISK_FS}
+    script = bench.guest_script(io_args=io_args)
     if demo:
         say("the main job: one program run in user mode and from /trusted in "
-            "kernel mode, then the syscall latency table, in a fresh VM")
+            "kernel mode, then the syscall latency and file I/O tables, in a fresh VM")
         script = DEMO_SCRIPT + script
-    say("kml-bench in three modes: " + ", ".join(m.name for m in bench.MODES))
+    say("kml-bench in three modes: " + ", ".join(m.name for m in bench.MODES)
+        + ("" if io_args is None else
+           "; then kml-iobench as " + " and ".join(m.name for m in bench.IO_MODES)
+           + " on " + " and ".join(fs.name for fs in bench.IO_FS)))
     res = qemu.boot(["sh", "-c", script, "sh", *args], smp=a.smp, mem=a.mem,
                     append=a.append, timeout=a.timeout, accel=accel_arg(a),
-                    stream=bench.StreamUntil())
+                    stream=bench.StreamUntil(), **disk)
     msg = res.verdict()
     if msg:
         say(f"bench FAILED: {msg}")
@@ -217,7 +241,7 @@ def cmd_bench(a, demo=False):
             + (f"; its last output:\n{tail}" if tail else "")
             + f"\noutput: {res.output_log}")
         return res.status or 1
-    data = bench.combine(runs)
+    data = bench.combine(runs, io_fs=None if io_args is None else bench.IO_FS)
     table = bench.markdown(data)
     print("\n" + table, end="", flush=True)
     paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
@@ -227,6 +251,9 @@ def cmd_bench(a, demo=False):
     for m in data["modes"]:
         if m["status"] != "ok":
             say(f"bench: mode {m['name']} {m['status']}: {m['reason']}")
+    for p in (data["io"] or {}).get("modes", []):
+        if p["status"] != "ok":
+            say(f"bench: file I/O run {p['name']} {p['status']}: {p['reason']}")
     say(f"results: {stem}.json and {stem}.md")
     return bench.exit_status(data)
 

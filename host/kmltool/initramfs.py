@@ -106,6 +106,9 @@ def base_archive():
     for t in sorted((out / "tests").iterdir()):
         arc.file(f"usr/lib/kml/tests/{t.name}", t.read_bytes(), mode=0o755)
     arc.file("usr/bin/kml-bench", (out / "kml-bench").read_bytes(), mode=0o755)
+    # the file I/O benchmark (./kml bench copies it into /trusted)
+    arc.file("usr/lib/kml/kml-iobench", (out / "kml-iobench").read_bytes(), mode=0o755)
+    arc.symlink("usr/bin/kml-iobench", "/usr/lib/kml/kml-iobench")
     arc.file("usr/lib/kml/hello", (out / "hello").read_bytes(), mode=0o755)
     add_host_file(arc, out / "kml-hello-dyn", "usr/bin/kml-hello-dyn", mode=0o755)
     arc.file("usr/lib/kml/kml-probe", (out / "kml-probe").read_bytes(), mode=0o755)

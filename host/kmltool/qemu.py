@@ -89,10 +89,48 @@ def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None):
             *(["-drive", f"file={disk},format=raw,if=virtio,cache=unsafe"] if disk else [])]
 
 
+DISK_FILESYSTEMS = ("ext4",)
+# mkfs.ext4 options: initialise the inode tables and the journal now, so
+# that the guest kernel's ext4lazyinit thread does not write them during a
+# measurement; -q: no progress output.
+MKFS_EXT4 = ("-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", "-L", "kml")
+
+
+def find_mkfs(fs):
+    """Path of mkfs.<fs> on the host (also in /usr/sbin and /sbin when they
+    are not in PATH, as for a non-root user)."""
+    if fs not in DISK_FILESYSTEMS:
+        raise KmlError(f"disk file system {fs!r}: only {', '.join(DISK_FILESYSTEMS)}")
+    exe = shutil.which(f"mkfs.{fs}", path=os.pathsep.join(
+        [os.environ.get("PATH", ""), "/usr/sbin", "/sbin"]))
+    if exe is None:
+        raise KmlError(f"mkfs.{fs} not found: run ./kml setup (installs e2fsprogs)")
+    return exe
+
+
+def mkfs_command(fs, image):
+    return [find_mkfs(fs), *MKFS_EXT4, str(image)]
+
+
+def make_disk(path, mib, fs=None):
+    """A sparse disk image of mib MiB, empty or with a fresh file system."""
+    cmd = mkfs_command(fs, path) if fs else None
+    with open(path, "wb") as f:
+        f.truncate(mib << 20)
+    if cmd:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            path.unlink(missing_ok=True)
+            raise KmlError(f"{' '.join(cmd)} failed (exit status {p.returncode}): "
+                           f"{(p.stderr or p.stdout).strip()}")
+    return path
+
+
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
-         stream=True, env=None, disk_mib=0):
+         stream=True, env=None, disk_mib=0, disk_fs=None):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
-    attaches an empty (sparse) virtio disk of that size as /dev/vda.
+    attaches a sparse virtio disk of that size as /dev/vda: empty, or with
+    a new file system of type disk_fs (made on the host: mkfs.ext4).
     stream: True copies the command's output to stdout as it comes, a
     callable gets every chunk of it instead, False keeps it quiet."""
     for f, what in ((paths.BZIMAGE, "kernel"), (paths.INITRAMFS, "initramfs")):
@@ -100,15 +138,17 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
             raise KmlError(f"no {what} at {f}: run ./kml build")
     if shutil.which(QEMU) is None:
         raise KmlError(f"{QEMU} not found: run ./kml setup")
+    if disk_fs:
+        if not disk_mib:
+            raise KmlError(f"a {disk_fs} file system needs a disk (disk_mib)")
+        find_mkfs(disk_fs)          # before anything is started
     accel = accel or choose_accel()
     rundir = _new_rundir()
     res = Result(rundir)
     initrd = initramfs.run_archive(rundir / "initrd.cpio", argv, adds, env)
     disk = None
     if disk_mib:
-        disk = rundir / "disk.img"
-        with open(disk, "wb") as f:
-            f.truncate(disk_mib << 20)
+        disk = make_disk(rundir / "disk.img", disk_mib, disk_fs)
     cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk)
     (rundir / "qemu-cmd").write_text(" ".join(cmd) + "\n")
     errlog = open(rundir / "qemu-stderr.log", "wb")

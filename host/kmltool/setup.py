@@ -29,6 +29,7 @@ PACKAGES = {
     "dwarves": "pahole: the kernel's BTF (/sys/kernel/btf/vmlinux) for the kernel library",
     "libbpf-dev": "BTF reader (static libbpf) for the kernel-library programs",
     "zlib1g-dev": "static libbpf/libelf dependency of the kernel-library programs",
+    "e2fsprogs": "mkfs.ext4: the ext4 disk image of ./kml bench's file I/O part",
 }
 
 

@@ -212,6 +212,56 @@ def test_bench_three_modes_in_one_boot():
     assert sig["kernel-syscall"]["status"] == "ok"
     assert sig["kernel-call"]["status"] == "skipped"
     assert "rt_sigreturn" in sig["kernel-call"]["reason"]
+    # the file I/O part (--only does not restrict it; --quick shortens it)
+    for name in ("io-tmpfs-user", "io-tmpfs-kernel", "io-ext4-user", "io-ext4-kernel"):
+        assert f"== kml-iobench, {name}:" in p.stdout
+    assert ("| File system | File size (KiB) | Operation | user KiB/s | kernel KiB/s "
+            "| kernel/user |" in p.stdout)
+    io = data["io"]
+    assert [(x["name"], x["status"]) for x in io["modes"]] == [
+        ("io-tmpfs-user", "ok"), ("io-tmpfs-kernel", "ok"),
+        ("io-ext4-user", "ok"), ("io-ext4-kernel", "ok")], io["modes"]
+    for x in io["modes"]:
+        assert (x["result"]["cpl"], x["result"]["fs"]) == (x["cpl"], x["fs"])
+        assert x["result"]["verified"] is True and x["result"]["runs"] == 3
+    assert x["result"]["mount"]["source"] == "/dev/vda"
+    assert [(r["fs"], r["size_kib"], r["op"]) for r in io["rows"]] == [
+        (fs, size, op) for fs in ("tmpfs", "ext4") for size in (16, 32, 64, 128, 256, 512)
+        for op in ("write", "re-write", "read", "re-read")]
+    for r in io["rows"]:
+        assert all(r["modes"][m]["status"] == "ok" and r["modes"][m]["kib_s_best"] > 0
+                   for m in ("user", "kernel")), r
+        assert r["ratio"] > 0
+
+
+def test_iobench_user_and_kernel_mode_on_tmpfs_and_ext4():
+    """kml-iobench as an ordinary process and from /trusted, on tmpfs and on
+    an ext4 image (./kml run --disk-fs ext4): the JSON and the data checks,
+    not the timings; a corruption is found in kernel mode too."""
+    script = (
+        "mkdir -p /mnt/ext4 && mount -t ext4 /dev/vda /mnt/ext4 || exit 9; "
+        "cp /usr/lib/kml/kml-iobench /trusted/ || exit 9; "
+        "for d in /tmp /mnt/ext4; do for p in /usr/bin/kml-iobench /trusted/kml-iobench; do "
+        "echo ====; $p --quick --sizes 16,512 --dir $d --json - 2>/tmp/err || "
+        "{ cat /tmp/err; exit 8; }; done; done; echo ====; "
+        "/trusted/kml-iobench --quick --sizes 64 --dir /mnt/ext4 --inject-corruption write "
+        "--json /dev/null >/dev/null 2>/tmp/err; echo \"inject $?\"; tail -n 1 /tmp/err")
+    p = kml("run", "--disk", "64", "--disk-fs", "ext4", "--", "sh", "-c", script, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    parts = p.stdout.split("====\n")
+    assert len(parts) == 6 and parts[0] == "", p.stdout
+    docs = [json.loads(x) for x in parts[1:5]]
+    for doc, (fs, cpl) in zip(docs, [("tmpfs", 3), ("tmpfs", 0), ("ext4", 3), ("ext4", 0)]):
+        assert doc["schema"] == "kml-iobench/1"
+        assert (doc["fs"], doc["cpl"], doc["mode"]) == (fs, cpl, "user" if cpl else "kernel")
+        assert doc["verified"] is True and doc["emulated"] == (doc["accel"] == "tcg")
+        assert [(r["size_kib"], r["op"], r["status"]) for r in doc["results"]] == [
+            (size, op, "ok") for size in (16, 512)
+            for op in ("write", "re-write", "read", "re-read")]
+        assert all(r["kib_s_best"] > 0 and r["iters"] >= 1 for r in doc["results"])
+    assert docs[2]["mount"]["source"] == "/dev/vda"
+    assert parts[5] == ("inject 1\nkml-iobench: data mismatch: what was read is not what "
+                        "was written\n"), parts[5]
 
 
 def test_callpath_demo_user_and_kernel_mode():

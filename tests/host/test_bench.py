@@ -204,3 +204,236 @@ def test_check_only(fake):
 def test_fmt_num():
     assert [bench.fmt_num(v) for v in (0.2721, 5.678, 56.78, 5678.9)] == \
         ["0.272", "5.68", "56.8", "5679"]
+
+
+# ---- the file I/O part: a fake kml-iobench ------------------------------
+
+# A stand-in for kml-iobench: --dir/--json/--label/--expect-mode like the
+# real one.  The file system it reports is the first line of DIR/.fs (the
+# test's "mount" writes it); throughput depends on the mode (kernel mode
+# twice as fast) so that the ratios are known.  FAKE_KERNEL=0: never kernel
+# mode; FAKE_IO_FAIL=1: a data mismatch in the 32 KiB read (exit 1).
+FAKE_IO = textwrap.dedent("""\
+    #!PYTHON
+    import json, os, sys
+    args = sys.argv[1:]
+    def opt(name, default=None):
+        return args[args.index(name) + 1] if name in args else default
+    kernel = os.environ.get("FAKE_KERNEL", "1") == "1"
+    mode, d = opt("--expect-mode"), opt("--dir")
+    if mode == "kernel" and not kernel:
+        print("kml-iobench: expected to run in kernel mode, but this process "
+              "runs at CPL 3", file=sys.stderr)
+        sys.exit(3)
+    cpl = 0 if mode == "kernel" else 3
+    fs = open(os.path.join(d, ".fs")).read().strip()
+    fail = os.environ.get("FAKE_IO_FAIL") == "1"
+    results = []
+    for size in (16, 32):
+        for i, op in enumerate(("write", "re-write", "read", "re-read")):
+            kib_s = (1000.0 * size + 100 * i) * (2 if cpl == 0 else 1)
+            r = {"size_kib": size, "op": op, "status": "ok", "reason": None,
+                 "records": size // 16, "iters": 10, "kib_s_best": kib_s,
+                 "kib_s_median": kib_s / 2, "kib_s_worst": kib_s / 4,
+                 "ns_best": size * 1e9 / kib_s, "ns_median": 0, "ns_worst": 0}
+            if fail and size == 32:
+                r.update(status="failed", kib_s_best=None, ns_best=None,
+                         reason="data mismatch at offset 8192 (record 0, expected "
+                                "generation 1)" if op == "read" else
+                                "not measured: read failed in run 1")
+            results.append(r)
+    print("[1/2] 16 KiB ... fake", file=sys.stderr)
+    doc = {"schema": "kml-iobench/1", "label": opt("--label"), "accel": "tcg",
+           "emulated": True, "cpu": "fake", "ncpus": 2, "kernel": "6.12.0-kml",
+           "cmdline": "kml.accel=tcg", "dir": d, "fs": fs,
+           "mount": {"source": fs, "point": d, "options": "rw,relatime"},
+           "cpl": cpl, "mode": "kernel" if cpl == 0 else "user", "runs": 3,
+           "run_ms": 20, "record_kib": 16, "fsync": False,
+           "best": "highest throughput", "timed": "open() to close()",
+           "verified": not fail, "results": results}
+    with open(opt("--json"), "w") as f:
+        json.dump(doc, f)
+    if fail:
+        print("kml-iobench: data mismatch: what was read is not what was written",
+              file=sys.stderr)
+    sys.exit(1 if fail else 0)
+    """).replace("PYTHON", sys.executable)
+
+
+def io_fs(root, ext4_setup=None):
+    """The guest's two file systems, as directories under root whose .fs
+    names the type (what the fake reports)."""
+    t, e = root / "tmpfs-dir", root / "ext4-dir"
+    return (bench.IoFs("tmpfs", str(t), f"mkdir -p '{t}' && echo tmpfs >'{t}/.fs'"),
+            bench.IoFs("ext4", str(e), ext4_setup or
+                       f"mkdir -p '{e}' && echo ext4 >'{e}/.fs'"))
+
+
+@pytest.fixture
+def fake_io(fake):
+    prog = fake / "kml-iobench"
+    prog.write_text(FAKE_IO)
+    prog.chmod(0o755)
+    return fake
+
+
+def run_io_script(fake, fss, io_args=("--quick",), env=None):
+    script = bench.guest_script(str(fake / "kml-bench"), str(fake / "trusted"), str(fake),
+                                io_args=list(io_args), io_prog=str(fake / "kml-iobench"),
+                                io_fs=fss)
+    p = subprocess.run(["sh", "-c", script, "sh", "--quick"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_guest_script_io_part():
+    s = bench.guest_script(io_args=["--quick"])
+    assert "cp '/usr/bin/kml-iobench' '/trusted/kml-iobench'" in s
+    assert ("if { mkdir -p /mnt/ext4 && mount -t ext4 /dev/vda /mnt/ext4; } "
+            "2>'/tmp/kb-setup-ext4.err'; then" in s)
+    assert ("io io-tmpfs-user '/tmp/kml-io' '/usr/bin/kml-iobench' '--expect-mode' 'user' "
+            "'--quick'" in s)
+    assert ("io io-ext4-kernel '/mnt/ext4' '/trusted/kml-iobench' '--expect-mode' 'kernel' "
+            "'--quick'" in s)
+    for name in ("io-tmpfs-user", "io-tmpfs-kernel", "io-ext4-user", "io-ext4-kernel"):
+        assert f'echo "{bench.MARK} begin {name} $(cat /tmp/kb-{name}.rc)"' in s
+    # the latency options ("$@", e.g. --only) are not kml-iobench's
+    assert '"$@"' not in "".join(line for line in s.splitlines() if "io io-" in line)
+    # --no-io: no file I/O part
+    assert "kml-iobench" not in bench.guest_script()
+    assert "kml-iobench" not in bench.guest_script(io_args=None)
+    assert "io io-tmpfs-user '/tmp/kml-io' '/usr/bin/kml-iobench' '--expect-mode' 'user'\n" \
+        in bench.guest_script(io_args=[])
+
+
+def test_io_part_combined(fake_io, tmp_path):
+    out = run_io_script(fake_io, io_fs(tmp_path))
+    assert "== kml-iobench, io-ext4-kernel:" in out and "--quick --dir" in out
+    runs = bench.parse_output(out)
+    assert set(runs) == {"user", "kernel-syscall", "kernel-call", "io-tmpfs-user",
+                         "io-tmpfs-kernel", "io-ext4-user", "io-ext4-kernel"}
+    d = bench.combine(runs, io_fs=io_fs(tmp_path))
+    io = d["io"]
+    assert [(p["name"], p["status"]) for p in io["modes"]] == [
+        ("io-tmpfs-user", "ok"), ("io-tmpfs-kernel", "ok"),
+        ("io-ext4-user", "ok"), ("io-ext4-kernel", "ok")]
+    assert io["modes"][1]["result"]["cpl"] == 0
+    assert [(r["fs"], r["size_kib"], r["op"]) for r in io["rows"][:5]] == [
+        ("tmpfs", 16, "write"), ("tmpfs", 16, "re-write"), ("tmpfs", 16, "read"),
+        ("tmpfs", 16, "re-read"), ("tmpfs", 32, "write")]
+    assert len(io["rows"]) == 16
+    row = io["rows"][9]
+    assert (row["fs"], row["size_kib"], row["op"]) == ("ext4", 16, "re-write")
+    assert row["modes"]["user"]["kib_s_best"] == 16100.0
+    assert row["modes"]["kernel"]["kib_s_best"] == 32200.0
+    assert row["ratio"] == 2.0
+    assert (io["record_kib"], io["runs"], io["run_ms"]) == (16, 3, 20)
+    assert bench.exit_status(d) == 0
+
+    md = bench.markdown(d)
+    assert "# kml-bench: system call latency in three modes, file I/O — EMULATED" in md
+    assert ("## File I/O throughput (kml-iobench): ordinary vs kernel-mode process — "
+            "EMULATED" in md)
+    assert ("| File system | File size (KiB) | Operation | user KiB/s | kernel KiB/s "
+            "| kernel/user |" in md)
+    assert "| tmpfs | 16 | write | 16000 | 32000 | 2.00 |" in md
+    assert "| ext4 | 32 | re-read | 32300 | 64600 | 2.00 |" in md
+    assert "- ext4: `" + str(tmp_path / "ext4-dir") + "`, a 64 MiB image made on the host " \
+        "with `mkfs.ext4 -F -q" in md
+    assert "- method: IOzone-style" in md and "best of 3 runs" in md
+    json.dumps(d)
+
+
+def test_io_mount_failure_and_unavailable_kernel_mode(fake_io, tmp_path):
+    env = dict(__import__("os").environ, FAKE_KERNEL="0")
+    fss = io_fs(tmp_path, ext4_setup="echo 'mount: mounting /dev/vda failed: "
+                "No such device' >&2; false")
+    d = bench.combine(bench.parse_output(run_io_script(fake_io, fss, env=env)), io_fs=fss)
+    st = {p["name"]: (p["status"], p["reason"]) for p in d["io"]["modes"]}
+    assert st["io-tmpfs-user"] == ("ok", None)
+    assert st["io-tmpfs-kernel"][0] == "unavailable"
+    assert "runs at CPL 3" in st["io-tmpfs-kernel"][1]
+    for name in ("io-ext4-user", "io-ext4-kernel"):
+        assert st[name][0] == "error"
+        assert st[name][1].startswith("not run: echo 'mount: mounting /dev/vda failed: ")
+        assert "failed: mount: mounting /dev/vda failed: No such device" in st[name][1]
+    # no ext4 rows: nothing to show; tmpfs rows have no kernel numbers
+    assert {r["fs"] for r in d["io"]["rows"]} == {"tmpfs"}
+    assert d["io"]["rows"][0]["modes"]["kernel"]["status"] == "unavailable"
+    assert d["io"]["rows"][0]["ratio"] is None
+    md = bench.markdown(d)
+    assert "| tmpfs | 16 | write | 16000 | – | – |" in md
+    assert "io-ext4-user: ordinary process, `/usr/bin/kml-iobench --expect-mode user` " \
+        "— **error**: not run: " in md
+    assert bench.exit_status(d) == 1        # the ordinary process failed on ext4
+
+
+def test_io_data_mismatch_fails_the_bench(fake_io, tmp_path):
+    env = dict(__import__("os").environ, FAKE_IO_FAIL="1")
+    fss = io_fs(tmp_path)
+    d = bench.combine(bench.parse_output(run_io_script(fake_io, fss, env=env)), io_fs=fss)
+    p = d["io"]["modes"][0]
+    assert p["status"] == "failed"
+    assert p["reason"] == ("32 KiB read: data mismatch at offset 8192 (record 0, expected "
+                           "generation 1) (and 3 more failed results)")
+    assert p["result"] is not None             # the sizes that worked are shown
+    by = {(r["fs"], r["size_kib"], r["op"]): r for r in d["io"]["rows"]}
+    assert by[("tmpfs", 16, "read")]["ratio"] == 2.0
+    assert by[("tmpfs", 32, "read")]["modes"]["user"]["status"] == "failed"
+    assert by[("tmpfs", 32, "read")]["ratio"] is None
+    md = bench.markdown(d)
+    assert "| tmpfs | 32 | write | FAILED [1] | FAILED [2] | – |" in md
+    assert "| tmpfs | 32 | read | FAILED [3] | FAILED [4] | – |" in md
+    assert "| tmpfs | 32 | re-read | FAILED [1] | FAILED [2] | – |" in md
+    assert "1. user, tmpfs 32 KiB: not measured: read failed in run 1\n" in md
+    assert ("3. user, tmpfs 32 KiB: data mismatch at offset 8192 (record 0, expected "
+            "generation 1)\n") in md
+    assert bench.exit_status(d) == 1
+
+
+def iodoc(cpl=3, fs="tmpfs", **kw):
+    doc = {"schema": "kml-iobench/1", "cpl": cpl, "fs": fs, "dir": "/d", "verified": True,
+           "results": [{"size_kib": 16, "op": "write", "status": "ok",
+                        "kib_s_best": 10.0}]}
+    doc.update(kw)
+    return doc
+
+
+def test_io_status_checks():
+    tmpfs = bench.IO_FS[0]
+    user, kernel = bench.IO_MODES
+    R = bench.ModeRun
+    assert bench.io_status(tmpfs, user, R("x", 0, iodoc())) == ("ok", None)
+    st, why = bench.io_status(tmpfs, kernel, R("x", 0, iodoc(3)))
+    assert st == "error" and "CPL 3, expected CPL 0" in why
+    st, why = bench.io_status(tmpfs, user, R("x", 0, iodoc(fs="rootfs")))
+    assert st == "error" and "wrote on 'rootfs' in /d, expected tmpfs" in why
+    st, why = bench.io_status(tmpfs, user, R("x", 0, iodoc(schema="kml-bench/2")))
+    assert st == "error" and "schema" in why
+    st, why = bench.io_status(tmpfs, user, R("x", 0, iodoc(verified=False)))
+    assert st == "error" and "did not verify" in why
+    st, why = bench.io_status(tmpfs, user, R("x", 0, iodoc(results=[])))
+    assert st == "error" and "no results" in why
+    st, why = bench.io_status(tmpfs, user, R("x", 1, iodoc()))
+    assert st == "error" and "reports no failed result" in why
+    bad = iodoc(results=[{"size_kib": 16, "op": "write", "status": "failed",
+                          "reason": "write: No space left on device"}])
+    assert bench.io_status(tmpfs, user, R("x", 0, bad))[0] == "error"
+    assert bench.io_status(tmpfs, user, R("x", 1, bad)) == (
+        "failed", "16 KiB write: write: No space left on device")
+    st, why = bench.io_status(tmpfs, user, R("x", 2, None, "kml-iobench: --dir /x: No such "
+                                                     "file or directory\nTry it\n"))
+    assert st == "error" and why == "kml-iobench exited with 2: Try it"
+    st, why = bench.io_status(tmpfs, user, R("x", 127, None, "sh: /trusted/kml-iobench: "
+                                                       "not found\n"))
+    assert st == "error" and "exited with 127: sh: /trusted/kml-iobench: not found" in why
+    assert bench.io_status(tmpfs, user, R("x", 0, None, "", "Expecting value"))[0] == "error"
+    assert bench.io_status(tmpfs, user, None)[0] == "error"
+
+
+def test_combine_without_io_part(fake):
+    d = bench.combine(bench.parse_output(run_script(fake)))
+    assert d["io"] is None
+    assert "File I/O" not in bench.markdown(d)
+    assert "# kml-bench: system call latency in three modes — EMULATED" in bench.markdown(d)

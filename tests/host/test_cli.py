@@ -40,6 +40,7 @@ def test_run_command_may_start_with_dashes():
     ["run", "--mem", "64M", "--", "true"],
     ["run", "--timeout", "-1", "--", "true"],
     ["bench", "--accel", "hvf"],
+    ["run", "--disk", "8", "--disk-fs", "xfs", "--", "true"],
     ["test", "--config", "smp3"],
     ["frobnicate"],
 ])
@@ -99,3 +100,44 @@ def test_kernel_mode_argv_host_file(tmp_path):
 def test_kernel_mode_argv_missing_relative_host_file():
     with pytest.raises(KmlError, match="no such host file"):
         cli.kernel_mode_argv(["./nonexistent/tool"])
+
+
+def test_run_disk_fs_needs_disk():
+    p = kml("run", "--disk-fs", "ext4", "--", "true")
+    assert p.returncode == 1
+    assert "--disk-fs ext4 needs --disk MIB" in p.stderr
+
+
+def test_bench_io_options():
+    a = parse("bench", "--quick", "--only", "getppid", "--no-io")
+    assert (a.quick, a.only, a.no_io) == (True, "getppid", True)
+    assert parse("demo").no_io is False
+
+
+def test_make_disk_ext4_and_empty(tmp_path):
+    img = qemu.make_disk(tmp_path / "ext4.img", 8, "ext4")
+    assert img.stat().st_size == 8 << 20
+    with open(img, "rb") as f:
+        f.seek(1024 + 56)               # the superblock's s_magic
+        assert f.read(2) == b"\x53\xef"
+        f.seek(1024 + 120)              # s_volume_name
+        assert f.read(4) == b"kml\0"
+    empty = qemu.make_disk(tmp_path / "empty.img", 1)
+    assert empty.read_bytes() == bytes(1 << 20)
+
+
+def test_mkfs_errors(tmp_path, monkeypatch):
+    with pytest.raises(KmlError, match="disk file system 'xfs': only ext4"):
+        qemu.find_mkfs("xfs")
+    monkeypatch.setattr(qemu.shutil, "which", lambda *a, **k: None)
+    with pytest.raises(KmlError, match=r"mkfs.ext4 not found: run ./kml setup \(installs "
+                                       "e2fsprogs\\)"):
+        qemu.make_disk(tmp_path / "x.img", 8, "ext4")
+    assert not (tmp_path / "x.img").exists()
+
+
+def test_mkfs_failure_is_reported_and_cleans_up(tmp_path, monkeypatch):
+    monkeypatch.setattr(qemu, "find_mkfs", lambda fs: "/bin/false")
+    with pytest.raises(KmlError, match="failed \\(exit status 1\\)"):
+        qemu.make_disk(tmp_path / "x.img", 8, "ext4")
+    assert not (tmp_path / "x.img").exists()
