@@ -86,6 +86,8 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "bench_util.h"
+
 #include "kml.h"
 
 #define SCHEMA		"kml-bench/2"
@@ -1182,14 +1184,6 @@ static inline uint64_t tsc(void)
 	return __rdtsc();
 }
 
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 /* Runs n iterations; total elapsed ns and cycles. */
 static int timed(struct bctx *c, unsigned long n, double *ns, double *cyc)
 {
@@ -1205,13 +1199,6 @@ static int timed(struct bctx *c, unsigned long n, double *ns, double *cyc)
 	*ns = t1 - t0;
 	*cyc = (double)(c1 - c0);
 	return r;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
 }
 
 static double median(double *v, int n)
@@ -1324,72 +1311,7 @@ static void run_bench(const struct bench *b, struct result *r)
 
 /* ---- system information ------------------------------------------- */
 
-static struct {
-	char cpu[256];
-	long ncpus;
-	char kernel[128];
-	char cmdline[4096];
-	int have_cmdline;
-	char accel[64];
-	int emulated;
-} sys;
-
-static void strip_nl(char *s)
-{
-	size_t n = strlen(s);
-
-	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
-		s[--n] = 0;
-}
-
-static void gather_sysinfo(void)
-{
-	struct utsname u;
-	char line[512], *p, *tok, *save;
-	char copy[sizeof(sys.cmdline)];
-	FILE *f;
-
-	strcpy(sys.cpu, "unknown");
-	f = fopen("/proc/cpuinfo", "r");
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			if (strncmp(line, "model name", 10))
-				continue;
-			p = strchr(line, ':');
-			if (!p)
-				continue;
-			p += 1 + strspn(p + 1, " \t");
-			strip_nl(p);
-			snprintf(sys.cpu, sizeof(sys.cpu), "%s", p);
-			break;
-		}
-		fclose(f);
-	}
-	sys.ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	strcpy(sys.kernel, "unknown");
-	if (!uname(&u))
-		snprintf(sys.kernel, sizeof(sys.kernel), "%s", u.release);
-
-	strcpy(sys.accel, "unknown");
-	f = fopen("/proc/cmdline", "r");
-	if (f) {
-		if (fgets(sys.cmdline, sizeof(sys.cmdline), f)) {
-			sys.have_cmdline = 1;
-			strip_nl(sys.cmdline);
-		}
-		fclose(f);
-	}
-	if (sys.have_cmdline) {
-		strcpy(copy, sys.cmdline);
-		for (tok = strtok_r(copy, " \t", &save); tok;
-		     tok = strtok_r(NULL, " \t", &save)) {
-			if (!strncmp(tok, "kml.accel=", 10) && tok[10])
-				snprintf(sys.accel, sizeof(sys.accel), "%s",
-					 tok + 10);
-		}
-	}
-	sys.emulated = !strcmp(sys.accel, "tcg");
-}
+static struct bench_sysinfo sys;
 
 /* ---- output: Markdown --------------------------------------------- */
 
@@ -1419,16 +1341,6 @@ static const char *fmt_num(char *buf, size_t sz, double v)
 	else
 		snprintf(buf, sz, "%.0f", v);
 	return buf;
-}
-
-/* Table cell text: '|' would end the cell. */
-static void md_text(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '|')
-			fputc('\\', f);
-		fputc(*s == '\n' ? ' ' : *s, f);
-	}
 }
 
 static double tsc_ghz(void)
@@ -1601,59 +1513,6 @@ static void print_layout(FILE *f, const struct layout *l,
 
 /* ---- output: JSON ------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s, or 0. */
-static int utf8_len(const unsigned char *s)
-{
-	int n, i;
-
-	if (*s < 0x80)
-		return 1;
-	if (*s >= 0xc2 && *s <= 0xdf)
-		n = 2;
-	else if (*s >= 0xe0 && *s <= 0xef)
-		n = 3;
-	else if (*s >= 0xf0 && *s <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	for (i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	return n;
-}
-
-static void json_str(FILE *f, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	int n;
-
-	if (!str) {
-		fputs("null", f);
-		return;
-	}
-	fputc('"', f);
-	while (*s) {
-		if (*s == '"' || *s == '\\') {
-			fprintf(f, "\\%c", *s++);
-		} else if (*s == '\n') {
-			fputs("\\n", f);
-			s++;
-		} else if (*s == '\t') {
-			fputs("\\t", f);
-			s++;
-		} else if (*s < 0x20 || *s == 0x7f) {
-			fprintf(f, "\\u%04x", *s++);
-		} else if ((n = utf8_len(s)) > 0) {
-			fwrite(s, 1, n, f);
-			s += n;
-		} else {
-			fputs("\\ufffd", f);	/* invalid UTF-8 byte */
-			s++;
-		}
-	}
-	fputc('"', f);
-}
-
 static void json_num(FILE *f, const char *key, double v, int ok)
 {
 	if (ok)
@@ -1754,7 +1613,6 @@ static void write_json(FILE *f, const struct result_set *s)
 
 /* ---- options ------------------------------------------------------ */
 
-static const char *prog = "kml-bench";
 
 static void usage(FILE *f)
 {
@@ -1779,32 +1637,6 @@ static void usage(FILE *f)
 		"  -v, --verbose     progress on stderr\n"
 		"  -h, --help        this text\n",
 		prog, DEFAULT_EXEC);
-}
-
-static void __attribute__((noreturn, format(printf, 1, 2)))
-usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(2);
-}
-
-static int parse_int(const char *opt_name, const char *s, int lo, int hi)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		usage_error("invalid %s value '%s' (an integer %d..%d)",
-			    opt_name, s, lo, hi);
-	return (int)v;
 }
 
 static int find_bench(const char *name)
@@ -1909,10 +1741,10 @@ int main(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case O_RUNS:
-			runs = parse_int("--runs", optarg, 1, 1000);
+			runs = (int)parse_long("--runs", optarg, 1, 1000);
 			break;
 		case O_RUNMS:
-			run_ms = parse_int("--run-ms", optarg, 1, 60000);
+			run_ms = (int)parse_long("--run-ms", optarg, 1, 60000);
 			break;
 		case O_QUICK:
 			quick = 1;
@@ -1952,13 +1784,7 @@ int main(int argc, char **argv)
 					    "('syscall' or 'call')", optarg);
 			break;
 		case O_EXPECT:
-			if (!strcmp(optarg, "user"))
-				expect_kernel = 0;
-			else if (!strcmp(optarg, "kernel"))
-				expect_kernel = 1;
-			else
-				usage_error("invalid --expect-mode value '%s' "
-					    "('user' or 'kernel')", optarg);
+			expect_kernel = parse_expect_mode(optarg);
 			break;
 		case 'v':
 			opt.verbose = 1;
@@ -1987,13 +1813,8 @@ int main(int argc, char **argv)
 				benches[i].name);
 			return 1;
 		}
-	if (expect_kernel >= 0 && expect_kernel != kml_kernel_mode()) {
-		fprintf(stderr, "%s: expected to run in %s mode, but this "
-			"process runs at CPL %d\n", prog,
-			expect_kernel ? "kernel" : "user",
-			kml_kernel_mode() ? 0 : 3);
+	if (!in_expected_mode(expect_kernel))
 		return 3;
-	}
 	if (opt.path == PATH_CALL && !kml_call_path()) {
 		fprintf(stderr, "%s: --path call: the call path is not "
 			"available here: %s\n", prog,
@@ -2031,7 +1852,7 @@ int main(int argc, char **argv)
 
 	/* a dead echo child must fail a row, not kill us */
 	signal(SIGPIPE, SIG_IGN);
-	gather_sysinfo();
+	gather_sysinfo(&sys);
 
 	for (i = 0; i < NBENCH; i++) {
 		results[i].name = benches[i].name;

@@ -76,6 +76,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 #include "kml.h"
 
 #define SCHEMA		"kml-iobench/1"
@@ -140,76 +142,15 @@ static int data_ok = 1;		/* no mismatch seen */
 
 /* ---- system information ------------------------------------------- */
 
+static struct bench_sysinfo sys;
+
+/* The file system of --dir, from /proc/self/mounts */
 static struct {
-	char cpu[256];
-	long ncpus;
-	char kernel[128];
-	char cmdline[4096];
-	int have_cmdline;
-	char accel[64];
-	int emulated;
-	char fs[64];		/* file system type of --dir */
+	char fs[64];
 	char mnt_point[PATH_MAX];
 	char mnt_source[256];
 	char mnt_opts[512];
-} sys;
-
-static void strip_nl(char *s)
-{
-	size_t n = strlen(s);
-
-	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
-		s[--n] = 0;
-}
-
-static void gather_sysinfo(void)
-{
-	struct utsname u;
-	char line[512], *p, *tok, *save;
-	char copy[sizeof(sys.cmdline)];
-	FILE *f;
-
-	strcpy(sys.cpu, "unknown");
-	f = fopen("/proc/cpuinfo", "r");
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			if (strncmp(line, "model name", 10))
-				continue;
-			p = strchr(line, ':');
-			if (!p)
-				continue;
-			p += 1 + strspn(p + 1, " \t");
-			strip_nl(p);
-			snprintf(sys.cpu, sizeof(sys.cpu), "%s", p);
-			break;
-		}
-		fclose(f);
-	}
-	sys.ncpus = sysconf(_SC_NPROCESSORS_ONLN);
-	strcpy(sys.kernel, "unknown");
-	if (!uname(&u))
-		snprintf(sys.kernel, sizeof(sys.kernel), "%s", u.release);
-
-	strcpy(sys.accel, "unknown");
-	f = fopen("/proc/cmdline", "r");
-	if (f) {
-		if (fgets(sys.cmdline, sizeof(sys.cmdline), f)) {
-			sys.have_cmdline = 1;
-			strip_nl(sys.cmdline);
-		}
-		fclose(f);
-	}
-	if (sys.have_cmdline) {
-		strcpy(copy, sys.cmdline);
-		for (tok = strtok_r(copy, " \t", &save); tok;
-		     tok = strtok_r(NULL, " \t", &save)) {
-			if (!strncmp(tok, "kml.accel=", 10) && tok[10])
-				snprintf(sys.accel, sizeof(sys.accel), "%s",
-					 tok + 10);
-		}
-	}
-	sys.emulated = !strcmp(sys.accel, "tcg");
-}
+} fsys;
 
 /* /proc/self/mounts escapes space, tab, newline and '\' as \ooo. */
 static void unescape_octal(char *s)
@@ -263,10 +204,10 @@ static void find_fs(void)
 			continue;
 		best = n;
 		unescape_octal(src);
-		snprintf(sys.fs, sizeof(sys.fs), "%s", type);
-		snprintf(sys.mnt_point, sizeof(sys.mnt_point), "%s", mnt);
-		snprintf(sys.mnt_source, sizeof(sys.mnt_source), "%s", src);
-		snprintf(sys.mnt_opts, sizeof(sys.mnt_opts), "%s", opts);
+		snprintf(fsys.fs, sizeof(fsys.fs), "%s", type);
+		snprintf(fsys.mnt_point, sizeof(fsys.mnt_point), "%s", mnt);
+		snprintf(fsys.mnt_source, sizeof(fsys.mnt_source), "%s", src);
+		snprintf(fsys.mnt_opts, sizeof(fsys.mnt_opts), "%s", opts);
 	}
 	if (f)
 		fclose(f);
@@ -274,10 +215,10 @@ static void find_fs(void)
 		return;
 	/* no /proc: the magic number says at least something */
 	if (!statfs(dir_real, &sf))
-		snprintf(sys.fs, sizeof(sys.fs), "magic 0x%lx",
+		snprintf(fsys.fs, sizeof(fsys.fs), "magic 0x%lx",
 			 (unsigned long)sf.f_type);
 	else
-		strcpy(sys.fs, "unknown");
+		strcpy(fsys.fs, "unknown");
 }
 
 /* ---- data pattern -------------------------------------------------- */
@@ -345,14 +286,6 @@ static int close_fail(int fd, int err)
 }
 
 /* ---- the timed loops ------------------------------------------------ */
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 /*
  * n iterations of write (create) or re-write; timed ns in *ns.  write
@@ -524,13 +457,6 @@ static int verify(struct result *r, unsigned long nrec, int gen)
 
 /* ---- measurement ---------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* n so that a loop of the operation takes about --run-ms. */
 static int calibrate(struct result *r, unsigned long nrec, int gen,
 		     unsigned long *n_out)
@@ -694,15 +620,6 @@ static const char *timed_text(void)
 		"data checks";
 }
 
-static void md_text(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '|')
-			fputc('\\', f);
-		fputc(*s == '\n' ? ' ' : *s, f);
-	}
-}
-
 static void print_md(FILE *f, const struct result *res, int nres)
 {
 	int i, op;
@@ -717,10 +634,10 @@ static void print_md(FILE *f, const struct result *res, int nres)
 	fprintf(f, "- kernel: %s\n", sys.kernel);
 	fprintf(f, "- cmdline: %s\n",
 		sys.have_cmdline ? sys.cmdline : "(unreadable)");
-	fprintf(f, "- directory: %s (%s", dir_real, sys.fs);
-	if (sys.mnt_point[0])
-		fprintf(f, ", %s on %s, %s", sys.mnt_source, sys.mnt_point,
-			sys.mnt_opts);
+	fprintf(f, "- directory: %s (%s", dir_real, fsys.fs);
+	if (fsys.mnt_point[0])
+		fprintf(f, ", %s on %s, %s", fsys.mnt_source, fsys.mnt_point,
+			fsys.mnt_opts);
 	fprintf(f, ")\n");
 	fprintf(f, "- mode: %s (CPL %d)\n", kml_kernel_mode() ? "kernel" :
 		"user", kml_kernel_mode() ? 0 : 3);
@@ -766,59 +683,6 @@ static void print_md(FILE *f, const struct result *res, int nres)
 	}
 }
 
-/* Length of the valid UTF-8 sequence at s, or 0. */
-static int utf8_len(const unsigned char *s)
-{
-	int n, i;
-
-	if (*s < 0x80)
-		return 1;
-	if (*s >= 0xc2 && *s <= 0xdf)
-		n = 2;
-	else if (*s >= 0xe0 && *s <= 0xef)
-		n = 3;
-	else if (*s >= 0xf0 && *s <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	for (i = 1; i < n; i++)
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	return n;
-}
-
-static void json_str(FILE *f, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	int n;
-
-	if (!str) {
-		fputs("null", f);
-		return;
-	}
-	fputc('"', f);
-	while (*s) {
-		if (*s == '"' || *s == '\\') {
-			fprintf(f, "\\%c", *s++);
-		} else if (*s == '\n') {
-			fputs("\\n", f);
-			s++;
-		} else if (*s == '\t') {
-			fputs("\\t", f);
-			s++;
-		} else if (*s < 0x20 || *s == 0x7f) {
-			fprintf(f, "\\u%04x", *s++);
-		} else if ((n = utf8_len(s)) > 0) {
-			fwrite(s, 1, n, f);
-			s += n;
-		} else {
-			fputs("\\ufffd", f);
-			s++;
-		}
-	}
-	fputc('"', f);
-}
-
 static void json_num(FILE *f, const char *key, double v, int ok)
 {
 	if (ok)
@@ -845,15 +709,15 @@ static void write_json(FILE *f, const struct result *res, int nres)
 	fputs(", \"dir\": ", f);
 	json_str(f, dir_real);
 	fputs(", \"fs\": ", f);
-	json_str(f, sys.fs);
+	json_str(f, fsys.fs);
 	fputs(", \"mount\": ", f);
-	if (sys.mnt_point[0]) {
+	if (fsys.mnt_point[0]) {
 		fputs("{\"source\": ", f);
-		json_str(f, sys.mnt_source);
+		json_str(f, fsys.mnt_source);
 		fputs(", \"point\": ", f);
-		json_str(f, sys.mnt_point);
+		json_str(f, fsys.mnt_point);
 		fputs(", \"options\": ", f);
-		json_str(f, sys.mnt_opts);
+		json_str(f, fsys.mnt_opts);
 		fputc('}', f);
 	} else {
 		fputs("null", f);
@@ -893,7 +757,6 @@ static void write_json(FILE *f, const struct result *res, int nres)
 
 /* ---- options -------------------------------------------------------- */
 
-static const char *prog = "kml-iobench";
 
 static void usage(FILE *f)
 {
@@ -925,32 +788,6 @@ static void usage(FILE *f)
 		"Exit status: 0 ok, 1 I/O error or data mismatch, 2 usage error,\n"
 		"3 not in the mode of --expect-mode.\n",
 		prog);
-}
-
-static void __attribute__((noreturn, format(printf, 1, 2)))
-usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fprintf(stderr, "%s: ", prog);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "\nTry '%s --help'.\n", prog);
-	exit(2);
-}
-
-static long parse_long(const char *opt_name, const char *s, long lo, long hi)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		usage_error("invalid %s value '%s' (an integer %ld..%ld)",
-			    opt_name, s, lo, hi);
-	return v;
 }
 
 static void parse_sizes(const char *list)
@@ -1066,13 +903,7 @@ int main(int argc, char **argv)
 			opt.label = optarg;
 			break;
 		case OPT_EXPECT:
-			if (!strcmp(optarg, "user"))
-				expect_kernel = 0;
-			else if (!strcmp(optarg, "kernel"))
-				expect_kernel = 1;
-			else
-				usage_error("invalid --expect-mode value '%s' "
-					    "('user' or 'kernel')", optarg);
+			expect_kernel = parse_expect_mode(optarg);
 			break;
 		case OPT_INJECT:
 			if (!strcmp(optarg, "write"))
@@ -1105,13 +936,8 @@ int main(int argc, char **argv)
 				    "the record size (%lu KiB)", opt.sizes[i],
 				    opt.record_kib);
 	check_dir(dir);
-	if (expect_kernel >= 0 && expect_kernel != kml_kernel_mode()) {
-		fprintf(stderr, "%s: expected to run in %s mode, but this "
-			"process runs at CPL %d\n", prog,
-			expect_kernel ? "kernel" : "user",
-			kml_kernel_mode() ? 0 : 3);
+	if (!in_expected_mode(expect_kernel))
 		return 3;
-	}
 	if (quick) {
 		opt.runs = 3;
 		opt.run_ms = 20;
@@ -1145,7 +971,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return 1;
 	}
-	gather_sysinfo();
+	gather_sysinfo(&sys);
 	find_fs();
 
 	for (i = 0; i < opt.nsizes; i++) {
