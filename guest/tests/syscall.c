@@ -733,57 +733,48 @@ TEST_F(fast, registers_preserved_fast_and_complete)
  * words of its own frame ABOVE RSP changed (must be none).
  */
 #define RZ_PATTERN "$0x6b6d6c00a5a50000"
+/* Store the 16 pattern words in the red zone (clobbers rdx, rsi, r8). */
+#define RZ_FILL								\
+	"	movabs " RZ_PATTERN ", %rdx\n"				\
+	"	xor %esi, %esi\n"					\
+	"1:	lea (%rdx,%rsi), %r8\n"				\
+	"	mov %r8, -128(%rsp,%rsi,8)\n"				\
+	"	inc %rsi\n"						\
+	"	cmp $16, %rsi\n"					\
+	"	jne 1b\n"
+/* RAX = how many of the 16 red-zone words changed. */
+#define RZ_COUNT							\
+	"	movabs " RZ_PATTERN ", %rdx\n"				\
+	"	xor %eax, %eax\n"					\
+	"	xor %esi, %esi\n"					\
+	"2:	lea (%rdx,%rsi), %r8\n"				\
+	"	cmp %r8, -128(%rsp,%rsi,8)\n"				\
+	"	je 3f\n"						\
+	"	inc %rax\n"						\
+	"3:	inc %rsi\n"						\
+	"	cmp $16, %rsi\n"					\
+	"	jne 2b\n"
 unsigned long redzone_syscall(long nr);
 unsigned long redzone_call_adjusted(void *entry);
 unsigned long redzone_call_unadjusted(void *entry, unsigned long out[3]);
 asm(".pushsection .text\n"
     ".globl redzone_syscall\n"
     "redzone_syscall:\n"
-    "	movabs " RZ_PATTERN ", %rdx\n"
-    "	xor %esi, %esi\n"
-    "1:	lea (%rdx,%rsi), %r8\n"
-    "	mov %r8, -128(%rsp,%rsi,8)\n"
-    "	inc %rsi\n"
-    "	cmp $16, %rsi\n"
-    "	jne 1b\n"
+    RZ_FILL
     "	mov %rdi, %rax\n"
     "	syscall\n"
-    "	movabs " RZ_PATTERN ", %rdx\n"
-    "	xor %eax, %eax\n"
-    "	xor %esi, %esi\n"
-    "2:	lea (%rdx,%rsi), %r8\n"
-    "	cmp %r8, -128(%rsp,%rsi,8)\n"
-    "	je 3f\n"
-    "	inc %rax\n"
-    "3:	inc %rsi\n"
-    "	cmp $16, %rsi\n"
-    "	jne 2b\n"
+    RZ_COUNT
     "	ret\n"
 
     ".globl redzone_call_adjusted\n"
     "redzone_call_adjusted:\n"
-    "	movabs " RZ_PATTERN ", %rdx\n"
-    "	xor %esi, %esi\n"
-    "1:	lea (%rdx,%rsi), %r8\n"
-    "	mov %r8, -128(%rsp,%rsi,8)\n"
-    "	inc %rsi\n"
-    "	cmp $16, %rsi\n"
-    "	jne 1b\n"
+    RZ_FILL
     "	mov %rdi, %r11\n"
     "	mov $" KML_STR(SYS_getppid) ", %eax\n"
     "	sub $136, %rsp\n"		/* below the red zone, aligned */
     "	call *%r11\n"
     "	add $136, %rsp\n"
-    "	movabs " RZ_PATTERN ", %rdx\n"
-    "	xor %eax, %eax\n"
-    "	xor %esi, %esi\n"
-    "2:	lea (%rdx,%rsi), %r8\n"
-    "	cmp %r8, -128(%rsp,%rsi,8)\n"
-    "	je 3f\n"
-    "	inc %rax\n"
-    "3:	inc %rsi\n"
-    "	cmp $16, %rsi\n"
-    "	jne 2b\n"
+    RZ_COUNT
     "	ret\n"
 
     ".globl redzone_call_unadjusted\n"
