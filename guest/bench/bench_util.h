@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the guest benchmarks (kml-bench, kml-iobench): the
- * system description printed with every table, Markdown and JSON text,
- * the clock.
+ * Helpers shared by the guest benchmarks (kml-bench, kml-iobench,
+ * kml-ubench): the system description printed with every table, Markdown
+ * and JSON text, the clock, option parsing, the JSON output file.
  */
 #ifndef KML_BENCH_UTIL_H
 #define KML_BENCH_UTIL_H
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +38,36 @@ static inline void strip_nl(char *s)
 		s[--n] = 0;
 }
 
+/*
+ * The value of the kernel parameter NAME=VALUE on the command line (the
+ * last one, as the kernel takes it) into val; 1 if it is there, 0 if not
+ * (also when the command line could not be read).  A bare NAME counts as
+ * an empty value.
+ */
+static inline int cmdline_param(const struct bench_sysinfo *si,
+				const char *name, char *val, size_t valsz)
+{
+	char copy[sizeof(si->cmdline)], *tok, *save;
+	size_t n = strlen(name);
+	int found = 0;
+
+	if (!si->have_cmdline)
+		return 0;
+	strcpy(copy, si->cmdline);
+	for (tok = strtok_r(copy, " \t", &save); tok;
+	     tok = strtok_r(NULL, " \t", &save)) {
+		if (strncmp(tok, name, n) || (tok[n] && tok[n] != '='))
+			continue;
+		snprintf(val, valsz, "%s", tok[n] ? tok + n + 1 : "");
+		found = 1;
+	}
+	return found;
+}
+
 static inline void gather_sysinfo(struct bench_sysinfo *si)
 {
 	struct utsname u;
-	char line[512], *p, *tok, *save;
-	char copy[sizeof(si->cmdline)];
+	char line[512], *p;
 	FILE *f;
 
 	strcpy(si->cpu, "unknown");
@@ -74,15 +100,9 @@ static inline void gather_sysinfo(struct bench_sysinfo *si)
 		}
 		fclose(f);
 	}
-	if (si->have_cmdline) {
-		strcpy(copy, si->cmdline);
-		for (tok = strtok_r(copy, " \t", &save); tok;
-		     tok = strtok_r(NULL, " \t", &save)) {
-			if (!strncmp(tok, "kml.accel=", 10) && tok[10])
-				snprintf(si->accel, sizeof(si->accel), "%s",
-					 tok + 10);
-		}
-	}
+	if (!cmdline_param(si, "kml.accel", si->accel, sizeof(si->accel)) ||
+	    !si->accel[0])
+		strcpy(si->accel, "unknown");
 	si->emulated = !strcmp(si->accel, "tcg");
 }
 
@@ -181,6 +201,20 @@ usage_error(const char *fmt, ...)
 	exit(2);
 }
 
+/* prog: the last component of argv[0] (if there is one). */
+static inline void bench_set_prog(const char *argv0)
+{
+	if (argv0 && argv0[0])
+		prog = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
+}
+
+/* After getopt_long()'s loop: no operands, or a usage error. */
+static inline void bench_no_operands(int argc, char **argv)
+{
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+}
+
 /* The integer value of option opt_name, in lo..hi, or a usage error. */
 static inline long parse_long(const char *opt_name, const char *s, long lo,
 			      long hi)
@@ -194,6 +228,59 @@ static inline long parse_long(const char *opt_name, const char *s, long lo,
 		usage_error("invalid %s value '%s' (an integer %ld..%ld)",
 			    opt_name, s, lo, hi);
 	return v;
+}
+
+/*
+ * The options every benchmark has: --runs N, --quick, --json PATH,
+ * --label TEXT, -v, -h.  BENCH_COMMON_OPTIONS goes into the table for
+ * getopt_long(); bench_common_option() in the default case of the loop
+ * handles them, and getopt_long()'s errors.
+ */
+enum { BENCH_O_RUNS = 0x1000, BENCH_O_QUICK, BENCH_O_JSON, BENCH_O_LABEL };
+#define BENCH_COMMON_OPTIONS \
+	{ "runs", required_argument, NULL, BENCH_O_RUNS }, \
+	{ "quick", no_argument, NULL, BENCH_O_QUICK }, \
+	{ "json", required_argument, NULL, BENCH_O_JSON }, \
+	{ "label", required_argument, NULL, BENCH_O_LABEL }, \
+	{ "verbose", no_argument, NULL, 'v' }, \
+	{ "help", no_argument, NULL, 'h' }
+
+struct bench_common {
+	int runs;		/* --runs N (1..1000); -1: not given */
+	int quick;		/* --quick */
+	int verbose;		/* -v */
+	const char *json;	/* --json PATH */
+	const char *label;	/* --label TEXT */
+	void (*usage)(FILE *);	/* -h: prints the help text */
+};
+
+static inline void bench_common_option(int ch, struct bench_common *c)
+{
+	switch (ch) {
+	case BENCH_O_RUNS:
+		c->runs = (int)parse_long("--runs", optarg, 1, 1000);
+		return;
+	case BENCH_O_QUICK:
+		c->quick = 1;
+		return;
+	case BENCH_O_JSON:
+		if (!*optarg)
+			usage_error("--json needs a path or '-'");
+		c->json = optarg;
+		return;
+	case BENCH_O_LABEL:
+		c->label = optarg;
+		return;
+	case 'v':
+		c->verbose = 1;
+		return;
+	case 'h':
+		c->usage(stdout);
+		exit(0);
+	}
+	/* getopt_long() has said what is wrong */
+	fprintf(stderr, "Try '%s --help'.\n", prog);
+	exit(2);
 }
 
 /* --expect-mode user|kernel: 0 or 1, or a usage error. */
@@ -218,6 +305,97 @@ static inline int in_expected_mode(int expect_kernel)
 		"runs at CPL %d\n", prog, expect_kernel ? "kernel" : "user",
 		kml_kernel_mode() ? 0 : 3);
 	return 0;
+}
+
+/* ---- the common parts of every benchmark's output ----------------- */
+
+#define BENCH_EMULATED_NOTE	"EMULATED (QEMU TCG software emulation; " \
+				"not hardware timings; compare ratios only)"
+
+/* "# title" (marked EMULATED under TCG) and the system description. */
+static inline void bench_md_header(FILE *f, const struct bench_sysinfo *si,
+				   const char *title, const char *label)
+{
+	fprintf(f, "# %s%s%s\n\n", title, si->emulated ? " — " : "",
+		si->emulated ? BENCH_EMULATED_NOTE : "");
+	fprintf(f, "- label: %s\n", label ? label : "(none)");
+	fprintf(f, "- accel: %s%s\n", si->accel,
+		si->emulated ? " (QEMU TCG software emulation)" : "");
+	fprintf(f, "- cpu: %s\n", si->cpu);
+	fprintf(f, "- online cpus: %ld\n", si->ncpus);
+	fprintf(f, "- kernel: %s\n", si->kernel);
+	fprintf(f, "- cmdline: %s\n",
+		si->have_cmdline ? si->cmdline : "(unreadable)");
+}
+
+/* The start of the JSON object: schema, label, the system description;
+ * the caller adds its own members and the closing brace. */
+static inline void bench_json_head(FILE *f, const char *schema,
+				   const char *label,
+				   const struct bench_sysinfo *si)
+{
+	fputs("{\"schema\": ", f);
+	json_str(f, schema);
+	fputs(", \"label\": ", f);
+	json_str(f, label);
+	fputs(", \"accel\": ", f);
+	json_str(f, si->accel);
+	fprintf(f, ", \"emulated\": %s, \"cpu\": ",
+		si->emulated ? "true" : "false");
+	json_str(f, si->cpu);
+	fprintf(f, ", \"ncpus\": %ld, \"kernel\": ", si->ncpus);
+	json_str(f, si->kernel);
+	fputs(", \"cmdline\": ", f);
+	json_str(f, si->have_cmdline ? si->cmdline : NULL);
+}
+
+/* ', "key": v' with three decimals, or ', "key": null' when !ok. */
+static inline void bench_json_num(FILE *f, const char *key, double v, int ok)
+{
+	if (ok)
+		fprintf(f, ", \"%s\": %.3f", key, v);
+	else
+		fprintf(f, ", \"%s\": null", key);
+}
+
+/*
+ * The file for --json PATH, opened before the measurements so that a bad
+ * path fails at once (exit status 1): NULL for no --json; for '-' stdout,
+ * and *md (where the Markdown goes) becomes stderr.
+ */
+static inline FILE *bench_json_open(const char *path, FILE **md)
+{
+	FILE *jf;
+
+	if (!path)
+		return NULL;
+	if (!strcmp(path, "-")) {
+		*md = stderr;
+		return stdout;
+	}
+	jf = fopen(path, "w");
+	if (!jf) {
+		fprintf(stderr, "%s: %s: %s\n", prog, path, strerror(errno));
+		exit(1);
+	}
+	return jf;
+}
+
+/* Flush and close the --json file: 0, or 1 with a message. */
+static inline int bench_json_close(FILE *jf, const char *path)
+{
+	if (fflush(jf) || ferror(jf) || (jf != stdout && fclose(jf))) {
+		fprintf(stderr, "%s: writing %s failed\n", prog, path);
+		return 1;
+	}
+	return 0;
+}
+
+/* The median of v[0..n-1] (n > 0), which it sorts. */
+static inline double bench_median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 #endif /* KML_BENCH_UTIL_H */

@@ -1201,14 +1201,6 @@ static int timed(struct bctx *c, unsigned long n, double *ns, double *cyc)
 	return r;
 }
 
-static double median(double *v, int n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	if (n % 2)
-		return v[n / 2];
-	return (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static unsigned long round_up(unsigned long n, unsigned long q)
 {
 	return (n + q - 1) / q * q;
@@ -1255,10 +1247,10 @@ static int measure(struct bctx *c, struct result *r)
 		vcyc[i] = cyc / n;
 	}
 	r->iters = n;
-	r->ns_med = median(vns, opt.runs);	/* sorts */
+	r->ns_med = bench_median(vns, opt.runs);	/* sorts */
 	r->ns_min = vns[0];
 	r->ns_max = vns[opt.runs - 1];
-	r->cyc_med = median(vcyc, opt.runs);
+	r->cyc_med = bench_median(vcyc, opt.runs);
 	r->cyc_min = vcyc[0];
 	r->cyc_max = vcyc[opt.runs - 1];
 	ret = 0;
@@ -1315,9 +1307,6 @@ static struct bench_sysinfo sys;
 
 /* ---- output: Markdown --------------------------------------------- */
 
-#define EMULATED_NOTE	"EMULATED (QEMU TCG software emulation; " \
-			"not hardware timings; compare ratios only)"
-
 static const struct result *set_find(const struct result_set *s,
 				     const char *name)
 {
@@ -1350,16 +1339,7 @@ static double tsc_ghz(void)
 
 static void print_header(FILE *f)
 {
-	fprintf(f, "# kml-bench: system call latency%s%s\n\n",
-		sys.emulated ? " — " : "", sys.emulated ? EMULATED_NOTE : "");
-	fprintf(f, "- label: %s\n", opt.label ? opt.label : "(none)");
-	fprintf(f, "- accel: %s%s\n", sys.accel,
-		sys.emulated ? " (QEMU TCG software emulation)" : "");
-	fprintf(f, "- cpu: %s\n", sys.cpu);
-	fprintf(f, "- online cpus: %ld\n", sys.ncpus);
-	fprintf(f, "- kernel: %s\n", sys.kernel);
-	fprintf(f, "- cmdline: %s\n",
-		sys.have_cmdline ? sys.cmdline : "(unreadable)");
+	bench_md_header(f, &sys, "kml-bench: system call latency", opt.label);
 	if (tsc_ghz() > 0)
 		fprintf(f, "- tsc: %.3f GHz (cycles per ns against "
 			"CLOCK_MONOTONIC)\n", tsc_ghz());
@@ -1384,7 +1364,7 @@ static void print_main_table(FILE *f, const struct result_set *s)
 
 	fprintf(f, "## Results%s%s%s%s\n\n", s->label ? ": " : "",
 		s->label ? s->label : "", sys.emulated ? " — " : "",
-		sys.emulated ? EMULATED_NOTE : "");
+		sys.emulated ? BENCH_EMULATED_NOTE : "");
 	fprintf(f, "| Benchmark | ns (median) | cycles (median) | "
 		"ns min–max | iterations/run |\n");
 	fprintf(f, "|---|---:|---:|---:|---:|\n");
@@ -1483,7 +1463,7 @@ static void print_layout(FILE *f, const struct layout *l,
 		return;
 
 	fprintf(f, "## %s (%s)%s%s\n\n", l->title, l->unit,
-		sys.emulated ? " — " : "", sys.emulated ? EMULATED_NOTE : "");
+		sys.emulated ? " — " : "", sys.emulated ? BENCH_EMULATED_NOTE : "");
 	fputs("| Operation |", f);
 	for (j = 0; j < nsets; j++) {
 		fputc(' ', f);
@@ -1512,14 +1492,6 @@ static void print_layout(FILE *f, const struct layout *l,
 }
 
 /* ---- output: JSON ------------------------------------------------- */
-
-static void json_num(FILE *f, const char *key, double v, int ok)
-{
-	if (ok)
-		fprintf(f, ", \"%s\": %.3f", key, v);
-	else
-		fprintf(f, ", \"%s\": null", key);
-}
 
 /* The seed layouts, so that a combination of runs can print them too. */
 static void write_json_layouts(FILE *f)
@@ -1552,17 +1524,7 @@ static void write_json(FILE *f, const struct result_set *s)
 	size_t i;
 	int first = 1;
 
-	fprintf(f, "{\"schema\": \"%s\", \"label\": ", SCHEMA);
-	json_str(f, opt.label);
-	fputs(", \"accel\": ", f);
-	json_str(f, sys.accel);
-	fprintf(f, ", \"emulated\": %s, \"cpu\": ",
-		sys.emulated ? "true" : "false");
-	json_str(f, sys.cpu);
-	fprintf(f, ", \"ncpus\": %ld, \"kernel\": ", sys.ncpus);
-	json_str(f, sys.kernel);
-	fputs(", \"cmdline\": ", f);
-	json_str(f, sys.have_cmdline ? sys.cmdline : NULL);
+	bench_json_head(f, SCHEMA, opt.label, &sys);
 	if (tsc_ghz() > 0)
 		fprintf(f, ", \"tsc_ghz\": %.4f", tsc_ghz());
 	else
@@ -1592,12 +1554,12 @@ static void write_json(FILE *f, const struct result_set *s)
 		fprintf(f, ", \"status\": \"%s\", \"reason\": ",
 			status_name[r->status]);
 		json_str(f, ok ? NULL : r->reason);
-		json_num(f, "ns_median", r->ns_med, ok);
-		json_num(f, "ns_min", r->ns_min, ok);
-		json_num(f, "ns_max", r->ns_max, ok);
-		json_num(f, "cycles_median", r->cyc_med, ok);
-		json_num(f, "cycles_min", r->cyc_min, ok);
-		json_num(f, "cycles_max", r->cyc_max, ok);
+		bench_json_num(f, "ns_median", r->ns_med, ok);
+		bench_json_num(f, "ns_min", r->ns_min, ok);
+		bench_json_num(f, "ns_max", r->ns_max, ok);
+		bench_json_num(f, "cycles_median", r->cyc_med, ok);
+		bench_json_num(f, "cycles_min", r->cyc_min, ok);
+		bench_json_num(f, "cycles_max", r->cyc_max, ok);
 		if (ok)
 			fprintf(f, ", \"iters\": %lu", r->iters);
 		else
@@ -1707,27 +1669,23 @@ static void resolve_file(const char *argv0, const char *given)
 
 int main(int argc, char **argv)
 {
-	enum { O_RUNS = 256, O_RUNMS, O_QUICK, O_ONLY, O_LIST, O_JSON,
-	       O_LABEL, O_EXEC, O_FILE, O_SCPATH, O_EXPECT };
+	enum { O_RUNMS = 256, O_ONLY, O_LIST, O_EXEC, O_FILE, O_SCPATH,
+	       O_EXPECT };
 	static const struct option lopts[] = {
-		{ "runs", required_argument, NULL, O_RUNS },
 		{ "run-ms", required_argument, NULL, O_RUNMS },
-		{ "quick", no_argument, NULL, O_QUICK },
 		{ "only", required_argument, NULL, O_ONLY },
 		{ "list", no_argument, NULL, O_LIST },
-		{ "json", required_argument, NULL, O_JSON },
-		{ "label", required_argument, NULL, O_LABEL },
 		{ "exec", required_argument, NULL, O_EXEC },
 		{ "file", required_argument, NULL, O_FILE },
 		{ "path", required_argument, NULL, O_SCPATH },
 		{ "expect-mode", required_argument, NULL, O_EXPECT },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
+		BENCH_COMMON_OPTIONS,
 		{ NULL, 0, NULL, 0 }
 	};
 	static struct result results[NBENCH];
 	int selected[NBENCH] = { 0 };
-	int runs = -1, run_ms = -1, quick = 0, list = 0, only = 0;
+	struct bench_common com = { .runs = -1, .usage = usage };
+	int run_ms = -1, list = 0, only = 0;
 	int expect_kernel = -1;
 	const char *file = NULL;
 	struct result_set set;
@@ -1735,19 +1693,11 @@ int main(int argc, char **argv)
 	FILE *out = stdout, *jf;
 	size_t i;
 
-	if (argv[0] && argv[0][0])
-		prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1
-					     : argv[0];
+	bench_set_prog(argv[0]);
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
-		case O_RUNS:
-			runs = (int)parse_long("--runs", optarg, 1, 1000);
-			break;
 		case O_RUNMS:
 			run_ms = (int)parse_long("--run-ms", optarg, 1, 60000);
-			break;
-		case O_QUICK:
-			quick = 1;
 			break;
 		case O_ONLY:
 			parse_only(optarg, selected);
@@ -1755,14 +1705,6 @@ int main(int argc, char **argv)
 			break;
 		case O_LIST:
 			list = 1;
-			break;
-		case O_JSON:
-			if (!*optarg)
-				usage_error("--json needs a path or '-'");
-			opt.json = optarg;
-			break;
-		case O_LABEL:
-			opt.label = optarg;
 			break;
 		case O_EXEC:
 			if (!*optarg)
@@ -1786,19 +1728,15 @@ int main(int argc, char **argv)
 		case O_EXPECT:
 			expect_kernel = parse_expect_mode(optarg);
 			break;
-		case 'v':
-			opt.verbose = 1;
+		default:	/* --runs, --quick, --json, --label, -v, -h */
+			bench_common_option(ch, &com);
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			fprintf(stderr, "Try '%s --help'.\n", prog);
-			return 2;
 		}
 	}
-	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
+	bench_no_operands(argc, argv);
+	opt.json = com.json;
+	opt.label = com.label;
+	opt.verbose = com.verbose;
 	if (list) {
 		for (i = 0; i < NBENCH; i++)
 			printf("%-20s %s\n", benches[i].name,
@@ -1827,28 +1765,16 @@ int main(int argc, char **argv)
 			"not a kml kernel with fast system calls");
 		return 3;
 	}
-	if (quick) {
+	if (com.quick) {
 		opt.runs = 3;
 		opt.run_ms = 20;
 	}
-	if (runs > 0)
-		opt.runs = runs;
+	if (com.runs > 0)
+		opt.runs = com.runs;
 	if (run_ms > 0)
 		opt.run_ms = run_ms;
 	resolve_file(argv[0] ? argv[0] : "", file);
-	jf = NULL;
-	if (opt.json && !strcmp(opt.json, "-")) {
-		jf = stdout;
-		out = stderr;
-	} else if (opt.json) {
-		/* fail now, not after the measurements */
-		jf = fopen(opt.json, "w");
-		if (!jf) {
-			fprintf(stderr, "%s: %s: %s\n", prog, opt.json,
-				strerror(errno));
-			return 1;
-		}
-	}
+	jf = bench_json_open(opt.json, &out);
 
 	/* a dead echo child must fail a row, not kill us */
 	signal(SIGPIPE, SIG_IGN);
@@ -1890,11 +1816,8 @@ int main(int argc, char **argv)
 
 	if (jf) {
 		write_json(jf, &set);
-		if (fflush(jf) || ferror(jf) || (jf != stdout && fclose(jf))) {
-			fprintf(stderr, "%s: writing %s failed\n", prog,
-				opt.json);
+		if (bench_json_close(jf, opt.json))
 			return 1;
-		}
 	}
 	if (failed)
 		fprintf(stderr, "%s: some rows failed\n", prog);

@@ -584,11 +584,9 @@ static void run_size(unsigned long size_kib, struct result *res)
 		}
 	}
 	for (op = 0; op < NOPS; op++) {
-		qsort(v[op], opt.runs, sizeof(double), cmp_double);
+		res[op].ns_median = bench_median(v[op], opt.runs);
 		res[op].ns_best = v[op][0];
 		res[op].ns_worst = v[op][opt.runs - 1];
-		res[op].ns_median = opt.runs % 2 ? v[op][opt.runs / 2] :
-			(v[op][opt.runs / 2 - 1] + v[op][opt.runs / 2]) / 2;
 	}
 out:
 	free(mem);
@@ -601,9 +599,6 @@ static double kib_s(const struct result *r, double ns)
 }
 
 /* ---- output --------------------------------------------------------- */
-
-#define EMULATED_NOTE	"EMULATED (QEMU TCG software emulation; " \
-			"not hardware timings; compare ratios only)"
 
 static const char *timed_text(void)
 {
@@ -624,16 +619,7 @@ static void print_md(FILE *f, const struct result *res, int nres)
 {
 	int i, op;
 
-	fprintf(f, "# kml-iobench: file I/O throughput%s%s\n\n",
-		sys.emulated ? " — " : "", sys.emulated ? EMULATED_NOTE : "");
-	fprintf(f, "- label: %s\n", opt.label ? opt.label : "(none)");
-	fprintf(f, "- accel: %s%s\n", sys.accel,
-		sys.emulated ? " (QEMU TCG software emulation)" : "");
-	fprintf(f, "- cpu: %s\n", sys.cpu);
-	fprintf(f, "- online cpus: %ld\n", sys.ncpus);
-	fprintf(f, "- kernel: %s\n", sys.kernel);
-	fprintf(f, "- cmdline: %s\n",
-		sys.have_cmdline ? sys.cmdline : "(unreadable)");
+	bench_md_header(f, &sys, "kml-iobench: file I/O throughput", opt.label);
 	fprintf(f, "- directory: %s (%s", dir_real, fsys.fs);
 	if (fsys.mnt_point[0])
 		fprintf(f, ", %s on %s, %s", fsys.mnt_source, fsys.mnt_point,
@@ -683,29 +669,11 @@ static void print_md(FILE *f, const struct result *res, int nres)
 	}
 }
 
-static void json_num(FILE *f, const char *key, double v, int ok)
-{
-	if (ok)
-		fprintf(f, ", \"%s\": %.3f", key, v);
-	else
-		fprintf(f, ", \"%s\": null", key);
-}
-
 static void write_json(FILE *f, const struct result *res, int nres)
 {
 	int i;
 
-	fprintf(f, "{\"schema\": \"%s\", \"label\": ", SCHEMA);
-	json_str(f, opt.label);
-	fputs(", \"accel\": ", f);
-	json_str(f, sys.accel);
-	fprintf(f, ", \"emulated\": %s, \"cpu\": ",
-		sys.emulated ? "true" : "false");
-	json_str(f, sys.cpu);
-	fprintf(f, ", \"ncpus\": %ld, \"kernel\": ", sys.ncpus);
-	json_str(f, sys.kernel);
-	fputs(", \"cmdline\": ", f);
-	json_str(f, sys.have_cmdline ? sys.cmdline : NULL);
+	bench_json_head(f, SCHEMA, opt.label, &sys);
 	fputs(", \"dir\": ", f);
 	json_str(f, dir_real);
 	fputs(", \"fs\": ", f);
@@ -744,12 +712,12 @@ static void write_json(FILE *f, const struct result *res, int nres)
 			fprintf(f, ", \"iters\": %lu", r->iters);
 		else
 			fputs(", \"iters\": null", f);
-		json_num(f, "kib_s_best", kib_s(r, r->ns_best), ok);
-		json_num(f, "kib_s_median", kib_s(r, r->ns_median), ok);
-		json_num(f, "kib_s_worst", kib_s(r, r->ns_worst), ok);
-		json_num(f, "ns_best", r->ns_best, ok);
-		json_num(f, "ns_median", r->ns_median, ok);
-		json_num(f, "ns_worst", r->ns_worst, ok);
+		bench_json_num(f, "kib_s_best", kib_s(r, r->ns_best), ok);
+		bench_json_num(f, "kib_s_median", kib_s(r, r->ns_median), ok);
+		bench_json_num(f, "kib_s_worst", kib_s(r, r->ns_worst), ok);
+		bench_json_num(f, "ns_best", r->ns_best, ok);
+		bench_json_num(f, "ns_median", r->ns_median, ok);
+		bench_json_num(f, "ns_worst", r->ns_worst, ok);
 		fputc('}', f);
 	}
 	fputs("\n]}\n", f);
@@ -836,35 +804,28 @@ static void check_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_DIR = 256, OPT_SIZES, OPT_RECORD, OPT_RUNS, OPT_RUNMS,
-	       OPT_QUICK, OPT_FSYNC, OPT_JSON, OPT_LABEL, OPT_EXPECT,
-	       OPT_INJECT };
+	enum { OPT_DIR = 256, OPT_SIZES, OPT_RECORD, OPT_RUNMS, OPT_FSYNC,
+	       OPT_EXPECT, OPT_INJECT };
 	static const struct option lopts[] = {
 		{ "dir", required_argument, NULL, OPT_DIR },
 		{ "sizes", required_argument, NULL, OPT_SIZES },
 		{ "record", required_argument, NULL, OPT_RECORD },
-		{ "runs", required_argument, NULL, OPT_RUNS },
 		{ "run-ms", required_argument, NULL, OPT_RUNMS },
-		{ "quick", no_argument, NULL, OPT_QUICK },
 		{ "fsync", no_argument, NULL, OPT_FSYNC },
-		{ "json", required_argument, NULL, OPT_JSON },
-		{ "label", required_argument, NULL, OPT_LABEL },
 		{ "expect-mode", required_argument, NULL, OPT_EXPECT },
 		{ "inject-corruption", required_argument, NULL, OPT_INJECT },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
+		BENCH_COMMON_OPTIONS,
 		{ NULL, 0, NULL, 0 }
 	};
-	int runs = -1, run_ms = -1, quick = 0, expect_kernel = -1;
+	struct bench_common com = { .runs = -1, .usage = usage };
+	int run_ms = -1, expect_kernel = -1;
 	int ch, i, op, failed = 0, nres;
 	const char *dir = NULL;
 	struct result *res;
 	FILE *out = stdout, *jf = NULL;
 	size_t k;
 
-	if (argv[0] && argv[0][0])
-		prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1
-					     : argv[0];
+	bench_set_prog(argv[0]);
 	for (k = 0; k < ARRAY_SIZE(default_sizes); k++)
 		opt.sizes[k] = default_sizes[k];
 	opt.nsizes = ARRAY_SIZE(default_sizes);
@@ -882,25 +843,11 @@ int main(int argc, char **argv)
 			opt.record_kib = parse_long("--record", optarg, 1,
 						    MAX_RECORD_KIB);
 			break;
-		case OPT_RUNS:
-			runs = parse_long("--runs", optarg, 1, 1000);
-			break;
 		case OPT_RUNMS:
 			run_ms = parse_long("--run-ms", optarg, 1, 60000);
 			break;
-		case OPT_QUICK:
-			quick = 1;
-			break;
 		case OPT_FSYNC:
 			opt.fsync = 1;
-			break;
-		case OPT_JSON:
-			if (!*optarg)
-				usage_error("--json needs a path or '-'");
-			opt.json = optarg;
-			break;
-		case OPT_LABEL:
-			opt.label = optarg;
 			break;
 		case OPT_EXPECT:
 			expect_kernel = parse_expect_mode(optarg);
@@ -914,19 +861,15 @@ int main(int argc, char **argv)
 				usage_error("invalid --inject-corruption value "
 					    "'%s' ('write' or 'read')", optarg);
 			break;
-		case 'v':
-			opt.verbose = 1;
+		default:	/* --runs, --quick, --json, --label, -v, -h */
+			bench_common_option(ch, &com);
 			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			fprintf(stderr, "Try '%s --help'.\n", prog);
-			return 2;
 		}
 	}
-	if (optind < argc)
-		usage_error("unexpected argument '%s'", argv[optind]);
+	bench_no_operands(argc, argv);
+	opt.json = com.json;
+	opt.label = com.label;
+	opt.verbose = com.verbose;
 	if (!dir)
 		usage_error("--dir DIR is required (where to write the test "
 			    "file)");
@@ -938,27 +881,16 @@ int main(int argc, char **argv)
 	check_dir(dir);
 	if (!in_expected_mode(expect_kernel))
 		return 3;
-	if (quick) {
+	if (com.quick) {
 		opt.runs = 3;
 		opt.run_ms = 20;
 	}
-	if (runs > 0)
-		opt.runs = runs;
+	if (com.runs > 0)
+		opt.runs = com.runs;
 	if (run_ms > 0)
 		opt.run_ms = run_ms;
 
-	if (opt.json && !strcmp(opt.json, "-")) {
-		jf = stdout;
-		out = stderr;
-	} else if (opt.json) {
-		/* fail now, not after the measurements */
-		jf = fopen(opt.json, "w");
-		if (!jf) {
-			fprintf(stderr, "%s: %s: %s\n", prog, opt.json,
-				strerror(errno));
-			return 1;
-		}
-	}
+	jf = bench_json_open(opt.json, &out);
 	record = opt.record_kib * 1024;
 	if (posix_memalign((void **)&buf, 4096, record))
 		buf = NULL;
@@ -1000,11 +932,8 @@ int main(int argc, char **argv)
 	fflush(out);
 	if (jf) {
 		write_json(jf, res, nres);
-		if (fflush(jf) || ferror(jf) || (jf != stdout && fclose(jf))) {
-			fprintf(stderr, "%s: writing %s failed\n", prog,
-				opt.json);
+		if (bench_json_close(jf, opt.json))
 			return 1;
-		}
 	}
 	if (failed)
 		fprintf(stderr, "%s: %s\n", prog, data_ok ? "I/O failed" :

@@ -140,6 +140,30 @@ def io_names(io_fs=IO_FS):
     return [io_run_name(fs, m) for fs in io_fs for m in IO_MODES]
 
 
+def mode_function(what, tmp="/tmp"):
+    """The guest shell function `mode NAME PROGRAM ARGS...`: runs the
+    program with -v --label NAME --json TMP/kb-NAME.json; its progress
+    (stderr) streams and is kept in kb-NAME.err, its exit status goes to
+    kb-NAME.rc (report_lines() prints them)."""
+    return ('mode() { name=$1; shift; echo "== ' + what + ', mode $name: $*"; '
+            f'{{ "$@" -v --label "$name" --json "{tmp}/kb-$name.json" 2>&1 >/dev/null; '
+            f'echo $? >"{tmp}/kb-$name.rc"; }} | tee "{tmp}/kb-$name.err"; }}')
+
+
+def report_lines(names, tmp="/tmp"):
+    """Guest shell lines that print each run's exit status, JSON and last
+    error lines between markers, for parse_output()."""
+    lines = []
+    for n in names:
+        lines += [
+            f'echo "{MARK} begin {n} $(cat {tmp}/kb-{n}.rc)"',
+            f'echo "{MARK} json {n}"; cat {tmp}/kb-{n}.json 2>/dev/null; echo',
+            f'echo "{MARK} stderr {n}"; tail -n 5 {tmp}/kb-{n}.err',
+            f'echo "{MARK} end {n}"',
+        ]
+    return lines
+
+
 def guest_script(user_prog="/usr/bin/kml-bench", trusted="/trusted", tmp="/tmp",
                  io_args=None, io_prog="/usr/bin/kml-iobench", io_fs=IO_FS):
     """The guest shell script; the common kml-bench options come as "$@".
@@ -151,10 +175,7 @@ def guest_script(user_prog="/usr/bin/kml-bench", trusted="/trusted", tmp="/tmp",
     lines = [
         f"cp {_q(user_prog)} {_q(copy)} && chmod 755 {_q(copy)} || "
         f"{{ echo 'kml bench: cannot copy kml-bench into {trusted}' >&2; exit 125; }}",
-        # mode NAME PROGRAM ARGS...: progress (stderr) streams and is kept
-        'mode() { name=$1; shift; echo "== kml-bench, mode $name: $*"; '
-        f'{{ "$@" -v --label "$name" --json "{tmp}/kb-$name.json" 2>&1 >/dev/null; '
-        f'echo $? >"{tmp}/kb-$name.rc"; }} | tee "{tmp}/kb-$name.err"; }}',
+        mode_function("kml-bench", tmp),
     ]
     for m in MODES:
         lines.append(f"mode {m.name} {_q(progs[m.program])} "
@@ -163,13 +184,7 @@ def guest_script(user_prog="/usr/bin/kml-bench", trusted="/trusted", tmp="/tmp",
     if io_args is not None:
         lines += _io_script(io_args, io_prog, trusted, tmp, io_fs)
         names += io_names(io_fs)
-    for n in names:
-        lines += [
-            f'echo "{MARK} begin {n} $(cat {tmp}/kb-{n}.rc)"',
-            f'echo "{MARK} json {n}"; cat {tmp}/kb-{n}.json 2>/dev/null; echo',
-            f'echo "{MARK} stderr {n}"; tail -n 5 {tmp}/kb-{n}.err',
-            f'echo "{MARK} end {n}"',
-        ]
+    lines += report_lines(names, tmp)
     lines.append("exit 0")
     return "\n".join(lines) + "\n"
 
@@ -478,15 +493,21 @@ def _emul(d):
     return f" — {EMULATED_NOTE}" if d.get("emulated") else ""
 
 
+def system_lines(d):
+    """The Markdown list items that describe the machine of a result d
+    (accel, cpu, online cpus, kernel)."""
+    return [f"- accel: {d.get('accel')}"
+            + (" (QEMU TCG software emulation)" if d.get("emulated") else ""),
+            f"- cpu: {d.get('cpu')}",
+            f"- online cpus: {d.get('ncpus')}",
+            f"- kernel: {d.get('kernel')}"]
+
+
 def markdown(d):
     """The combined Markdown: header, mode list, main table, seed layouts."""
     what = "system call latency in three modes" + (", file I/O" if d.get("io") else "")
     out = [f"# kml-bench: {what}{_emul(d)}", ""]
-    out.append(f"- accel: {d.get('accel')}"
-               + (" (QEMU TCG software emulation)" if d.get("emulated") else ""))
-    out.append(f"- cpu: {d.get('cpu')}")
-    out.append(f"- online cpus: {d.get('ncpus')}")
-    out.append(f"- kernel: {d.get('kernel')}")
+    out += system_lines(d)
     out.append(f"- cmdline: {d.get('cmdline')}")
     out.append(f"- method: {d.get('runs')} runs of about {d.get('run_ms')} ms per row and "
                "mode; median of the runs' mean time per operation; one boot")

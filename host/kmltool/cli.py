@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import bench, initramfs, kbuild, patches, paths, qemu, setup
+from . import bench, initramfs, kbuild, kstackbench, patches, paths, qemu, setup
 from .paths import KmlError
 from .util import say
 
@@ -111,6 +111,16 @@ def build_parser():
         p.add_argument("--no-io", action="store_true",
                        help="skip the file I/O part (kml-iobench on tmpfs and on an ext4 "
                             f"disk image of {bench.IO_DISK_MIB} MiB)")
+
+    text = ("UnixBench-style system tests and the kernel-stack memory of idle threads "
+            f"(kml-ubench) in a boot without and one with {kstackbench.PARAM}")
+    p = sub.add_parser("kstack-bench", help=text, description=text + ".")
+    add_vm_options(p, 900)
+    p.add_argument("--quick", action="store_true",
+                   help="3 runs of 0.3 s per test instead of 5 of 2 s (smoke test)")
+    p.add_argument("--threads", type=positive_int, default=kstackbench.DEFAULT_THREADS,
+                   metavar="N", help="idle threads for the kernel-stack memory "
+                   f"measurement (default {kstackbench.DEFAULT_THREADS})")
 
     p = sub.add_parser("patches", help="the kernel patch series")
     psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
@@ -258,6 +268,39 @@ def cmd_bench(a, demo=False):
     return bench.exit_status(data)
 
 
+def cmd_kstack_bench(a):
+    """kml-ubench in a boot without and one with dynamic_kstacks=on (see
+    kstackbench.py), combined."""
+    kstackbench.check_append(a.append)          # before building: a clear error
+    build_all()
+    args = kstackbench.ubench_args(a.quick, a.threads)
+    docs, appends = {}, {}
+    for boot in kstackbench.BOOTS:
+        appends[boot.name] = boot.append(a.append)
+        say(f"kml-ubench, boot {boot.name} ({kstackbench.PARAM_NAME} "
+            f"{'on' if boot.extra else 'not given'}): kernel command line + "
+            f"{appends[boot.name] or '(nothing)'}")
+        res = qemu.boot(["sh", "-c", kstackbench.guest_script(), "sh", *args], smp=a.smp,
+                        mem=a.mem, append=appends[boot.name], timeout=a.timeout,
+                        accel=accel_arg(a), stream=bench.StreamUntil())
+        msg = res.verdict()
+        if msg:
+            say(f"kstack-bench FAILED in the {boot.name} boot: {msg}")
+            return res.exit_code()
+        docs[boot.name], why = kstackbench.boot_result(
+            boot, res.output.decode(errors="replace"), res.status)
+        if why:
+            say(f"kstack-bench FAILED in the {boot.name} boot: {why}\n"
+                f"output: {res.output_log}")
+            return res.status or 1
+    data = kstackbench.combine(docs, appends)
+    table = kstackbench.markdown(data)
+    print("\n" + table, end="", flush=True)
+    stem = kstackbench.save(data, table)
+    say(f"results: {stem}.json and {stem}.md")
+    return 0
+
+
 def cmd_verify(a):
     sys.path.insert(0, str(paths.ROOT / "verify"))
     from kmlverify.cli import main as verify_main
@@ -279,6 +322,8 @@ def main(argv):
             return cmd_test(a)
         if a.cmd in ("bench", "demo"):
             return cmd_bench(a, demo=a.cmd == "demo")
+        if a.cmd == "kstack-bench":
+            return cmd_kstack_bench(a)
         if a.cmd == "patches":
             if a.pcmd == "apply":
                 setup.setup(quiet=True)

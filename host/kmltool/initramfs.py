@@ -106,6 +106,8 @@ def base_archive():
     for t in sorted((out / "tests").iterdir()):
         arc.file(f"usr/lib/kml/tests/{t.name}", t.read_bytes(), mode=0o755)
     arc.file("usr/bin/kml-bench", (out / "kml-bench").read_bytes(), mode=0o755)
+    # UnixBench-style system tests, kernel-stack memory (./kml kstack-bench)
+    arc.file("usr/bin/kml-ubench", (out / "kml-ubench").read_bytes(), mode=0o755)
     # the file I/O benchmark (./kml bench copies it into /trusted)
     arc.file("usr/lib/kml/kml-iobench", (out / "kml-iobench").read_bytes(), mode=0o755)
     arc.symlink("usr/bin/kml-iobench", "/usr/lib/kml/kml-iobench")

@@ -5,23 +5,15 @@ import json
 import os
 import subprocess
 
+import guest_prog
 import pytest
-
-from conftest import ROOT
-from kmltool import paths
 
 OPS = ["write", "re-write", "read", "re-read"]
 
 
 @pytest.fixture(scope="module")
 def iobench(tmp_path_factory):
-    o = tmp_path_factory.mktemp("guest")
-    p = subprocess.run(["make", "-s", "-C", str(ROOT / "guest"), f"O={o}",
-                        f"KSFT={paths.TREE / 'tools' / 'testing' / 'selftests'}",
-                        f"-j{os.cpu_count() or 1}", f"{o}/kml-iobench"],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return o / "kml-iobench"
+    return guest_prog.build(tmp_path_factory, "kml-iobench")
 
 
 def run(prog, *args):
