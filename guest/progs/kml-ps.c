@@ -25,7 +25,9 @@
  * Stack use: kernel stacks are zeroed when they are allocated (vmalloc'ed
  * with __GFP_ZERO, or memset when taken from the per-CPU cache) and the
  * lowest word holds STACK_END_MAGIC; the first non-zero word above it is
- * the deepest point the stack has ever reached.  STACK is THREAD_SIZE
+ * the deepest point the stack has ever reached.  A dynamic (demand-paged)
+ * stack (vm_struct.flags has VM_DYNAMIC_STACK) has no magic and only its
+ * top vm_struct.nr_pages pages are mapped: the scan starts there.  STACK is THREAD_SIZE
  * minus the zero bytes below that point (the high-water mark, as the
  * kernel's stack_not_used() computes it); "-" for a task whose stack is
  * already freed (a zombie), "?" when it could not be read.
@@ -53,6 +55,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <linux/magic.h>
+
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -86,14 +89,19 @@ struct field {
 	long *off;
 };
 
+/* include/linux/vmalloc.h, with dynamic kernel stacks */
+#define VM_DYNAMIC_STACK	0x00002000
+#define PAGE_BYTES		4096UL
+
 static struct {
 	long tasks, pid, tgid, comm, state, exit_state, stack, signal,
-	     thread_node, thread_head, next, prev;
+	     thread_node, thread_head, next, prev, stack_vm_area, vm_flags,
+	     vm_nr_pages;
 	size_t comm_size;
 } L;
 
 struct task {
-	uintptr_t addr, stack;
+	uintptr_t addr, stack, stack_vm_area;
 	int pid, tgid;
 	unsigned int state, exit_state;
 	char comm[64];
@@ -182,6 +190,9 @@ static void resolve_layout(void)
 		{ "signal_struct", "thread_head", 0, &L.thread_head },
 		{ "list_head", "next", 8, &L.next },
 		{ "list_head", "prev", 8, &L.prev },
+		{ "task_struct", "stack_vm_area", 8, &L.stack_vm_area },
+		{ "vm_struct", "flags", 8, &L.vm_flags },
+		{ "vm_struct", "nr_pages", 4, &L.vm_nr_pages },
 	};
 	struct kml_btf_member m;
 	struct kml_ksym start, end;
@@ -287,6 +298,7 @@ static const char *snapshot(uintptr_t t)
 	e->state = (unsigned int)rd(t + L.state, 4);
 	e->exit_state = (unsigned int)rd(t + L.exit_state, 4);
 	e->stack = rdp(t + L.stack);
+	e->stack_vm_area = rdp(t + L.stack_vm_area);
 	for (i = 0; i < L.comm_size; i++)
 		e->comm[i] = (char)rd(t + L.comm + i, 1);
 	e->comm[L.comm_size - 1] = '\0';
@@ -426,8 +438,17 @@ static void scan_stack(struct task *t)
 		return;
 	}
 	fault_armed = 1;
-	t->magic_ok = rd(base, 8) == STACK_END_MAGIC;
-	for (i = 1; i < words && !rd(base + 8 * i, 8); i++)
+	if (t->stack_vm_area &&
+	    (rd(t->stack_vm_area + L.vm_flags, 8) & VM_DYNAMIC_STACK)) {
+		/* Only the top vm_struct.nr_pages pages are mapped, no magic */
+		i = (thread_size - rd(t->stack_vm_area + L.vm_nr_pages, 4) *
+		     PAGE_BYTES) / 8;
+		t->magic_ok = 1;
+	} else {
+		t->magic_ok = rd(base, 8) == STACK_END_MAGIC;
+		i = 1;
+	}
+	for (; i < words && !rd(base + 8 * i, 8); i++)
 		;
 	fault_armed = 0;
 	t->used = (long)(thread_size - 8 * i);

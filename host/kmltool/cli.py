@@ -18,8 +18,11 @@ TEST_CONFIGS = {
     "smp2-pti-off": (2, "pti=off"),
     "smp1-pti-on": (1, "pti=on"),
     "smp1-pti-off": (1, "pti=off"),
+    # the same tests with demand-paged kernel stacks
+    "smp2-pti-on-dks": (2, "pti=on dynamic_kstacks=on"),
+    "smp2-pti-off-dks": (2, "pti=off dynamic_kstacks=on"),
 }
-DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off"]
+DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-on-dks", "smp2-pti-off-dks"]
 DEMO_SCRIPT = (
     'echo "== kml-probe from /usr/lib/kml (user mode):"; /usr/lib/kml/kml-probe info; '
     'cp /usr/lib/kml/kml-probe /trusted/ && '

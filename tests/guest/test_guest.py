@@ -310,3 +310,49 @@ def test_kernel_library_programs_print_their_tables():
     assert re.search(r"^receiver: .* datagrams verified; 0 bad, 0 duplicate, 0 missing$",
                      udp, re.M), udp
     assert ("EMULATED" in udp) == ("kml.accel=tcg" in out.splitlines()[0])
+
+
+DKS_CONSUME = "/sys/kernel/debug/dynamic_kstacks/consume"
+
+
+def test_dynamic_kstack_overflow_kills_only_the_task():
+    """Growing a dynamic kernel stack past its end kills that task with a
+    report on the console; the machine, and the other tasks, carry on."""
+    script = (
+        "grep nr_dynamic_stack_kills /proc/vmstat; "
+        # a thread of a shell in the background keeps running throughout
+        "(while :; do sleep 0.05; done) & bg=$!; "
+        f"sh -c 'echo 12 > {DKS_CONSUME} && echo grew-to-full'; "
+        f"sh -c 'echo 20 > {DKS_CONSUME}; echo not-reached'; echo rc=$?; "
+        f"sh -c 'echo 20 > {DKS_CONSUME}'; echo rc=$?; "
+        "kill -0 $bg && echo background-alive; kill $bg; "
+        f"sh -c 'echo 8 > {DKS_CONSUME} && echo still-works'; "
+        "grep nr_dynamic_stack_kills /proc/vmstat")
+    for pti in ("on", "off"):
+        res = qemu.boot(["sh", "-c", script], smp=2, mem=GUEST_MEM,
+                        append=f"pti={pti} dynamic_kstacks=on", timeout=300, stream=False)
+        out = res.output.decode(errors="replace")
+        console = res.console_log.read_text(errors="replace")
+        assert res.verdict() is None, f"pti={pti}: {res.verdict()}"
+        assert res.status == 0, out
+        lines = out.split()
+        assert "nr_dynamic_stack_kills" in lines and "grew-to-full" in out, out
+        assert "not-reached" not in out and out.count("rc=137") == 2, out
+        assert "background-alive" in out and "still-works" in out, out
+        kills = [int(lines[i + 1]) for i, w in enumerate(lines) if w == "nr_dynamic_stack_kills"]
+        assert kills[-1] - kills[0] == 2, out
+        reports = re.findall(r"dynamic_kstacks: kernel stack overflow in sh\[\d+\] at "
+                             r"consume(\.\w+)*\+0x\w+/0x\w+ \(\d+ bytes below the 16 KiB stack\): "
+                             r"killing the task", console)
+        assert len(reports) == 2, console[-3000:]
+
+
+def test_dynamic_kstack_boot_parameter_errors():
+    """A bad value is reported and stacks stay as they are."""
+    res = qemu.boot(["sh", "-c", "grep -c . /proc/vmstat >/dev/null; "
+                     f"cat {DKS_CONSUME}"], smp=1, mem=GUEST_MEM,
+                    append="dynamic_kstacks=maybe", timeout=120, stream=False)
+    assert res.verdict() is None, res.verdict()
+    console = res.console_log.read_text(errors="replace")
+    assert "dynamic_kstacks=maybe: expected on or off" in console
+    assert "dynamic off" in res.output.decode(errors="replace")
