@@ -356,3 +356,15 @@ def test_dynamic_kstack_boot_parameter_errors():
     console = res.console_log.read_text(errors="replace")
     assert "dynamic_kstacks=maybe: expected on or off" in console
     assert "dynamic off" in res.output.decode(errors="replace")
+
+
+def test_dynamic_kstacks_without_kernel_mode_processes():
+    """dynamic_kstacks=on uses the kernel-mode IDT's stubs, but not
+    kernel-mode processes: it also works with kml=off."""
+    res = qemu.boot(["sh", "-c", f"echo 12 > {DKS_CONSUME} && "
+                     "grep nr_dynamic_stack_faults /proc/vmstat"], smp=2, mem=GUEST_MEM,
+                    append="kml=off pti=on dynamic_kstacks=on", timeout=120, stream=False)
+    assert res.verdict() is None, res.verdict()
+    assert res.status == 0, res.output
+    faults = int(res.output.decode().split()[-1])
+    assert faults > 0
