@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,13 +150,36 @@ static int grow_child(void)
 TEST(grows_from_one_page_to_full)
 {
 	long faults = vmstat("nr_dynamic_stack_faults");
-	int status;
-	pid_t pid = fork();
+	pid_t pid, holders[4];
+	cpu_set_t cpu0;
+	int status, i;
 
+	/*
+	 * Exited tasks leave up to two stacks per CPU in a cache, with the
+	 * pages they grew.  Fork on one CPU only, and let tasks that stay
+	 * alive take that CPU's cached stacks first: the child then gets a
+	 * new stack.
+	 */
+	CPU_ZERO(&cpu0);
+	CPU_SET(0, &cpu0);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(cpu0), &cpu0));
+	for (i = 0; i < 4; i++) {
+		holders[i] = fork();
+		ASSERT_LE(0, holders[i]);
+		if (!holders[i]) {
+			pause();
+			_exit(0);
+		}
+	}
+	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid)
 		_exit(grow_child());
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	for (i = 0; i < 4; i++) {
+		kill(holders[i], SIGKILL);
+		waitpid(holders[i], NULL, 0);
+	}
 	ASSERT_TRUE(WIFEXITED(status));
 	ASSERT_EQ(0, WEXITSTATUS(status));
 	if (dynamic_on()) {
