@@ -9,7 +9,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
+#include <stddef.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,6 +25,7 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <elf.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -78,6 +87,7 @@ struct spawn {
 	const char *root;	/* chroot before exec, or NULL */
 	uid_t uid;		/* 0: stay root */
 	const char *env;	/* one NAME=VALUE, or NULL */
+	int (*setup)(void);	/* last step before exec, or NULL */
 };
 
 /* Run prog with args; returns the exit status, output in out. */
@@ -108,6 +118,8 @@ static int spawn(const struct spawn *how, char *out, size_t size,
 			_exit(121);
 		if (how && how->uid && become_user(how->uid))
 			_exit(122);
+		if (how && how->setup && how->setup())
+			_exit(123);
 		execve(prog, argv, envp);
 		_exit(127);
 	}
@@ -471,6 +483,562 @@ TEST(many_kernel_mode_processes_at_once)
 		ASSERT_TRUE(WIFEXITED(status));
 		ASSERT_EQ(0, WEXITSTATUS(status));
 	}
+}
+
+/*
+ * Attacks on the admission rule (docs/kernel-mode.md, "Threat model").
+ * Each attempt must end in user mode or a refusal; each has a control
+ * that reaches CPL 0 with only the attacked condition taken away.
+ */
+#define EXPECT_USER(how, prog) do {					\
+	char _out[256];							\
+	ASSERT_EQ(0, probe(how, prog, _out, sizeof(_out)));		\
+	ASSERT_EQ(0, strncmp(_out, "cpl=3 ", 6)) TH_LOG("%s", _out);	\
+} while (0)
+
+/* Tests that admit the kml group (USER_UID) */
+FIXTURE(group) {
+};
+
+FIXTURE_SETUP(group)
+{
+	install_probe(_metadata);
+	ASSERT_EQ(0, write_sysctl("kml_group", "1000"));
+}
+
+FIXTURE_TEARDOWN(group)
+{
+	write_sysctl("kml_group", "-1");
+	umount("/trusted");
+}
+
+/* Keep only the capabilities in keep: every set, the bounding set too. */
+static int keep_caps(unsigned long long keep)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+
+	for (int cap = 0; cap < 64; cap++)
+		if (!(keep >> cap & 1) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) &&
+		    errno != EINVAL)
+			return -1;
+	memset(data, 0, sizeof(data));
+	data[0].effective = data[0].permitted = (__u32)keep;
+	data[1].effective = data[1].permitted = (__u32)(keep >> 32);
+	return syscall(SYS_capset, &hdr, data);
+}
+
+static int drop_all_caps(void)
+{
+	return keep_caps(0);
+}
+
+static int keep_only_rawio(void)
+{
+	return keep_caps(1ULL << CAP_SYS_RAWIO);
+}
+
+static int drop_sys_admin(void)
+{
+	return keep_caps(~0ULL & ~(1ULL << CAP_SYS_ADMIN));
+}
+
+TEST(root_without_cap_sys_rawio_runs_in_user_mode)
+{
+	struct spawn none = { .setup = drop_all_caps };
+	struct spawn rawio = { .setup = keep_only_rawio };
+
+	install_probe(_metadata);
+	EXPECT_USER(&none, "/trusted/kml-probe");
+	EXPECT_USER(&none, "/trusted/kml-probe-dyn");
+	/* Control: CAP_SYS_RAWIO alone is enough */
+	EXPECT_MODE(&rawio, "/trusted/kml-probe", KERNEL_LINE);
+}
+
+static int set_no_new_privs(void)
+{
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+TEST_F(group, no_new_privs_runs_in_user_mode)
+{
+	struct spawn nnp = { .setup = set_no_new_privs };
+	struct spawn member_nnp = { .uid = USER_UID, .setup = set_no_new_privs };
+	struct spawn member = { .uid = USER_UID };
+
+	EXPECT_USER(&nnp, "/trusted/kml-probe");
+	EXPECT_USER(&member_nnp, "/trusted/kml-probe");
+	EXPECT_MODE(&member, "/trusted/kml-probe", KERNEL_LINE);	/* control */
+}
+
+static int allow_all_seccomp_filter(void)
+{
+	struct sock_filter allow[] = {
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = 1, .filter = allow };
+
+	return syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+}
+
+TEST(seccomp_confined_caller_runs_in_user_mode)
+{
+	struct spawn confined = { .setup = allow_all_seccomp_filter };
+
+	install_probe(_metadata);
+	EXPECT_USER(&confined, "/trusted/kml-probe");
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);	/* control */
+}
+
+static int write_str(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY), ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, val, strlen(val)) == (ssize_t)strlen(val);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* As USER_UID: a user namespace in which it is root, with its own mounts */
+static int enter_user_namespace(void)
+{
+	/* Dumpable again after the switch from root: uid_map, gid_map */
+	if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) ||
+	    unshare(CLONE_NEWUSER | CLONE_NEWNS) ||
+	    write_str("/proc/self/setgroups", "deny") ||
+	    write_str("/proc/self/uid_map", "0 1000 1") ||
+	    write_str("/proc/self/gid_map", "0 1000 1"))
+		return -1;
+	return mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+}
+
+/* ... and there, root-owned programs of its choice bound onto /trusted */
+static int bind_programs_onto_trusted(void)
+{
+	if (enter_user_namespace())
+		return -1;
+	return mount("/usr/lib/kml", "/trusted", NULL, MS_BIND, NULL);
+}
+
+static int enter_mount_namespace(void)
+{
+	if (unshare(CLONE_NEWNS))
+		return -1;
+	return mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+}
+
+static int bind_in_mount_namespace(void)
+{
+	if (enter_mount_namespace())
+		return -1;
+	return mount("/usr/lib/kml", "/trusted", NULL, MS_BIND, NULL);
+}
+
+TEST_F(group, other_namespaces_and_bind_mounts_never_match)
+{
+	struct spawn member = { .uid = USER_UID };
+	struct spawn userns = { .uid = USER_UID, .setup = enter_user_namespace };
+	struct spawn userns_bind = { .uid = USER_UID,
+				     .setup = bind_programs_onto_trusted };
+	struct spawn mntns = { .setup = enter_mount_namespace };
+	struct spawn mntns_bind = { .setup = bind_in_mount_namespace };
+
+	EXPECT_MODE(&member, "/trusted/kml-probe", KERNEL_LINE);	/* control */
+	/* A group member in a user namespace: neither its copy of /trusted */
+	EXPECT_USER(&userns, "/trusted/kml-probe");
+	/* ... nor root-owned programs it binds there (the probe of /usr/lib) */
+	EXPECT_USER(&userns_bind, "/trusted/kml-probe");
+	ASSERT_EQ(0, write_sysctl("kml_group", "-1"));
+	/* Root in another mount namespace: its copy of /trusted is not it */
+	EXPECT_USER(&mntns, "/trusted/kml-probe");
+	EXPECT_USER(&mntns_bind, "/trusted/kml-probe");
+	/* A bind mount onto /trusted in the initial namespace hides it */
+	ASSERT_EQ(0, mount("/usr/lib/kml", "/trusted", NULL, MS_BIND, NULL));
+	EXPECT_USER(NULL, "/trusted/kml-probe");
+	ASSERT_EQ(0, umount("/trusted"));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);	/* control */
+}
+
+/* The PT_INTERP path of an ELF program, into buf. */
+static int elf_interp(const char *prog, char *buf, size_t size)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int fd = open(prog, O_RDONLY), ret = -1;
+
+	if (fd < 0)
+		return -1;
+	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh))
+		goto out;
+	for (int i = 0; i < eh.e_phnum; i++) {
+		if (pread(fd, &ph, sizeof(ph), eh.e_phoff + i * sizeof(ph)) !=
+		    sizeof(ph))
+			break;
+		if (ph.p_type != PT_INTERP || ph.p_filesz >= size)
+			continue;
+		if (pread(fd, buf, ph.p_filesz, ph.p_offset) == (ssize_t)ph.p_filesz) {
+			buf[ph.p_filesz] = '\0';
+			ret = 0;
+		}
+		break;
+	}
+out:
+	close(fd);
+	return ret;
+}
+
+/*
+ * The ELF interpreter runs at CPL 0 as well: a copy of the system's
+ * own, bound over it, is refused when a user owns it or anyone but root
+ * may write it.  The bind mounts are in the initial mount namespace
+ * (the only one whose /trusted counts); the fixture removes them.
+ */
+FIXTURE(interp) {
+	char path[256];
+};
+
+FIXTURE_SETUP(interp)
+{
+	install_probe(_metadata);
+	ASSERT_EQ(0, elf_interp(PROBE_DYN, self->path, sizeof(self->path)));
+	ASSERT_EQ(0, copy_file(self->path, "/tmp/ld-user.so", 0755, USER_UID));
+	ASSERT_EQ(0, copy_file(self->path, "/tmp/ld-gw.so", 0775, 0));
+	ASSERT_EQ(0, copy_file(self->path, "/tmp/ld-root.so", 0755, 0));
+}
+
+FIXTURE_TEARDOWN(interp)
+{
+	while (umount(self->path) == 0)
+		;
+	unlink("/tmp/ld-user.so");
+	unlink("/tmp/ld-gw.so");
+	unlink("/tmp/ld-root.so");
+}
+
+TEST_F(interp, interpreter_must_pass_the_rules_too)
+{
+	EXPECT_MODE(NULL, "/trusted/kml-probe-dyn", KERNEL_LINE);
+	ASSERT_EQ(0, mount("/tmp/ld-user.so", self->path, NULL, MS_BIND, NULL));
+	EXPECT_USER(NULL, "/trusted/kml-probe-dyn");
+	ASSERT_EQ(0, umount(self->path));
+	ASSERT_EQ(0, mount("/tmp/ld-gw.so", self->path, NULL, MS_BIND, NULL));
+	EXPECT_USER(NULL, "/trusted/kml-probe-dyn");
+	ASSERT_EQ(0, umount(self->path));
+	/* Control: the same bind with a root-owned, unwritable copy */
+	ASSERT_EQ(0, mount("/tmp/ld-root.so", self->path, NULL, MS_BIND, NULL));
+	EXPECT_MODE(NULL, "/trusted/kml-probe-dyn", KERNEL_LINE);
+	ASSERT_EQ(0, umount(self->path));
+}
+
+/*
+ * kernel.kml_trusted_dir names another directory; a nosuid mount there
+ * is refused.  Bad values fail and change nothing.
+ */
+#define NOSUID_DIR	"/kml-nosuid"
+
+FIXTURE(trusted_dir) {
+};
+
+FIXTURE_SETUP(trusted_dir)
+{
+	install_probe(_metadata);
+	mkdir(NOSUID_DIR, 0755);
+	ASSERT_EQ(0, mount("tmpfs", NOSUID_DIR, "tmpfs", MS_NOSUID, "mode=755"));
+	ASSERT_EQ(0, copy_file(PROBE, NOSUID_DIR "/kml-probe", 0755, 0));
+}
+
+FIXTURE_TEARDOWN(trusted_dir)
+{
+	write_sysctl("kml_trusted_dir", "/trusted");
+	umount(NOSUID_DIR);
+	rmdir(NOSUID_DIR);
+}
+
+static int read_sysctl(const char *name, char *buf, size_t size)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/proc/sys/kernel/%s", name);
+	if (kml_read_file(path, buf, size) < 0)
+		return -1;
+	buf[strcspn(buf, "\n")] = '\0';
+	return 0;
+}
+
+TEST_F(trusted_dir, nosuid_mount_runs_in_user_mode)
+{
+	char val[256];
+
+	ASSERT_EQ(0, write_sysctl("kml_trusted_dir", NOSUID_DIR));
+	ASSERT_EQ(0, read_sysctl("kml_trusted_dir", val, sizeof(val)));
+	ASSERT_STREQ(NOSUID_DIR, val);
+	EXPECT_USER(NULL, NOSUID_DIR "/kml-probe");
+	/* /trusted is no longer the trusted directory */
+	EXPECT_USER(NULL, "/trusted/kml-probe");
+	/* Control: the same mount without nosuid */
+	ASSERT_EQ(0, mount(NULL, NOSUID_DIR, NULL, MS_REMOUNT, "mode=755"));
+	EXPECT_MODE(NULL, NOSUID_DIR "/kml-probe", KERNEL_LINE);
+}
+
+TEST_F(trusted_dir, bad_values_are_refused_and_change_nothing)
+{
+	static const char *const bad[] = {
+		"trusted", "/no/such/dir", NOSUID_DIR "/kml-probe",
+	};
+	char val[256];
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ASSERT_NE(0, write_sysctl("kml_trusted_dir", bad[i]));
+		ASSERT_EQ(0, read_sysctl("kml_trusted_dir", val, sizeof(val)));
+		ASSERT_STREQ("/trusted", val);
+		EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);
+	}
+}
+
+/* In a child as uid (0: root with keep applied): write val to name. */
+static int try_sysctl(uid_t uid, int (*setup)(void), const char *name,
+		      const char *val)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (uid && become_user(uid))
+			_exit(122);
+		if (setup && setup())
+			_exit(123);
+		_exit(write_sysctl(name, val) ? (errno == EPERM ? 1 :
+						 errno == EACCES ? 2 : 3) : 0);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+TEST(only_cap_sys_admin_changes_the_sysctls)
+{
+	static const char *const names[] = {
+		"kml_enabled", "kml_group", "kml_require_mark",
+		"kml_fast_syscall", "kml_trusted_dir",
+	};
+	static const char *const other[] = { "0", "4242", "1", "0", "/tmp" };
+	char before[256], after[256];
+
+	for (unsigned int i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		ASSERT_EQ(0, read_sysctl(names[i], before, sizeof(before)));
+		ASSERT_STRNE(other[i], before);
+		/* An ordinary user cannot even open it for writing */
+		EXPECT_EQ(2, try_sysctl(USER_UID, NULL, names[i], other[i]));
+		/* Root without CAP_SYS_ADMIN (a container's root) is refused */
+		EXPECT_EQ(1, try_sysctl(0, drop_sys_admin, names[i], other[i]));
+		ASSERT_EQ(0, read_sysctl(names[i], after, sizeof(after)));
+		EXPECT_STREQ(before, after) TH_LOG("%s changed", names[i]);
+		/* Control: the administrator can */
+		ASSERT_EQ(0, try_sysctl(0, NULL, names[i], before));
+	}
+}
+
+/*
+ * A tracer of the same user races PTRACE_ATTACH against the exec of a
+ * trusted program, thousands of times.  Attached before exec decided,
+ * the program must run in user mode; after, the attach must fail.
+ */
+#define RACE_ROUNDS	2000
+
+/*
+ * One round, as USER_UID: 0 attach refused, 1 attached, -1 the attacker
+ * won, -2 broken.  The first attempt comes after a delay that varies
+ * with the round, so that the rounds sample the whole exec.
+ */
+static int attach_race_round(int round)
+{
+	char out[128] = "", go = 0;
+	int status, fds[2], gate[2], attached = 0;
+	pid_t pid;
+
+	if (pipe(fds) || pipe(gate))
+		return -2;
+	pid = fork();
+	if (pid < 0)
+		return -2;
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(gate[1]);
+		/* Traceable by its parent until the exec, like any process */
+		prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+		if (read(gate[0], &go, 1) != 1)
+			_exit(126);
+		execl("/trusted/kml-probe", "kml-probe", "info", NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	close(gate[0]);
+	if (write(gate[1], &go, 1) != 1)
+		return -2;
+	close(gate[1]);
+	for (volatile int spin = 0; spin < (round % 64) * 500; spin++)
+		;
+	/* Attached, or refused once the task is kernel-mode (or gone) */
+	while (!attached) {
+		if (ptrace(PTRACE_ATTACH, pid, 0, 0) == 0)
+			attached = 1;
+		else if (errno != EAGAIN && errno != EINTR)
+			break;
+	}
+	for (;;) {
+		if (waitpid(pid, &status, attached ? __WALL : 0) != pid)
+			return -2;
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			break;
+		/* Stops of the tracee: let it run, signals included */
+		ptrace(PTRACE_CONT, pid, 0,
+		       WSTOPSIG(status) == SIGSTOP || WSTOPSIG(status) == SIGTRAP ?
+		       0 : WSTOPSIG(status));
+	}
+	if (read(fds[0], out, sizeof(out) - 1) < 0)
+		return -2;
+	close(fds[0]);
+	if (attached && !strncmp(out, "cpl=0", 5))
+		return -1;
+	return attached;
+}
+
+TEST_F_TIMEOUT(group, ptrace_attach_never_wins_the_race_with_exec, 600)
+{
+	int status, fds[2], counts[2] = { 0, 0 };
+	pid_t pid;
+
+	ASSERT_EQ(0, pipe(fds));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int c[2] = { 0, 0 };
+
+		close(fds[0]);
+		if (become_user(USER_UID))
+			_exit(122);
+		for (int i = 0; i < RACE_ROUNDS; i++) {
+			int r = attach_race_round(i);
+
+			if (r < 0)
+				_exit(r == -1 ? 1 : 2);
+			c[r]++;
+		}
+		if (write(fds[1], c, sizeof(c)) != sizeof(c))
+			_exit(3);
+		_exit(0);
+	}
+	close(fds[1]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status)) TH_LOG("1: a tracer attached to a kernel-mode image");
+	ASSERT_EQ(sizeof(counts), read(fds[0], counts, sizeof(counts)));
+	TH_LOG("%d rounds: attach refused %d, attached before exec %d",
+	       RACE_ROUNDS, counts[0], counts[1]);
+	ASSERT_EQ(RACE_ROUNDS, counts[0] + counts[1]);
+	/* Both outcomes happened: the rounds did straddle the exec */
+	ASSERT_LT(0, counts[0]);
+	ASSERT_LT(0, counts[1]);
+}
+
+static int disable_tsc(void)
+{
+	return prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0);
+}
+
+/* RDTSC cannot be stopped at CPL 0: a caller that stopped it stays out */
+TEST(tsc_disabled_caller_runs_in_user_mode)
+{
+	struct spawn no_tsc = { .setup = disable_tsc };
+
+	install_probe(_metadata);
+	EXPECT_USER(&no_tsc, "/trusted/kml-probe");
+	EXPECT_MODE(NULL, "/trusted/kml-probe", KERNEL_LINE);	/* control */
+}
+
+/*
+ * Personality flags that a set-user-ID exec clears (PER_CLEAR_ON_SETID)
+ * and an ordinary 64-bit exec keeps.
+ */
+#define UNSAFE_PERSONALITY	(ADDR_NO_RANDOMIZE | ADDR_COMPAT_LAYOUT)
+
+static int set_unsafe_personality(void)
+{
+	return personality(UNSAFE_PERSONALITY) == -1;
+}
+
+/* Personality of prog started with UNSAFE_PERSONALITY */
+static unsigned long personality_after_exec(const char *prog)
+{
+	char path[64], buf[64];
+	unsigned long pers = ~0UL;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (set_unsafe_personality())
+			_exit(123);
+		execl(prog, prog, "sleep", "10", NULL);
+		_exit(127);
+	}
+	usleep(300 * 1000);	/* let it exec */
+	snprintf(path, sizeof(path), "/proc/%d/personality", pid);
+	if (kml_read_file(path, buf, sizeof(buf)) > 0)
+		pers = strtoul(buf, NULL, 16);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return pers;
+}
+
+TEST(kernel_mode_exec_clears_personality_like_setuid)
+{
+	const unsigned long unsafe = UNSAFE_PERSONALITY;
+
+	install_probe(_metadata);
+	EXPECT_EQ(0, personality_after_exec("/trusted/kml-probe") & unsafe);
+	/* Control: an ordinary exec keeps them */
+	EXPECT_EQ(unsafe, personality_after_exec(PROBE) & unsafe);
+}
+
+/* Does /proc/PID/status, read as uid, have a line starting with key? */
+static int status_has(pid_t pid, uid_t uid, const char *key)
+{
+	int status;
+	pid_t child = fork();
+
+	if (child == 0) {
+		char path[64], buf[4096], want[64];
+
+		if (uid && become_user(uid))
+			_exit(122);
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+		snprintf(want, sizeof(want), "\n%s", key);
+		if (kml_read_file(path, buf, sizeof(buf)) < 0)
+			_exit(3);
+		_exit(strstr(buf, want) ? 1 : 0);
+	}
+	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status);
+}
+
+TEST(counters_are_shown_only_to_who_may_trace)
+{
+	pid_t kml;
+
+	install_probe(_metadata);
+	kml = start_sleeper("/trusted/kml-probe", 0);
+	/* Everybody may know the mode, as NoNewPrivs or Seccomp */
+	EXPECT_EQ(1, status_has(kml, 65534, "KernelMode:\t1"));
+	EXPECT_EQ(0, status_has(kml, 65534, "KernelModeFastSyscalls:"));
+	EXPECT_EQ(0, status_has(kml, 65534, "KernelStack:"));
+	/* Control: root sees both */
+	EXPECT_EQ(1, status_has(kml, 0, "KernelModeFastSyscalls:"));
+	EXPECT_EQ(1, status_has(kml, 0, "KernelStack:"));
+	kill(kml, SIGKILL);
+	waitpid(kml, NULL, 0);
 }
 
 /*
