@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from kmlverify.cli import main as verify_main
+
 from . import bench, initramfs, kbuild, kstackbench, patches, paths, qemu, setup
 from .paths import KmlError
 from .util import say
@@ -305,8 +307,6 @@ def cmd_kstack_bench(a):
 
 
 def cmd_verify(a):
-    sys.path.insert(0, str(paths.ROOT / "verify"))
-    from kmlverify.cli import main as verify_main
     return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
 
 

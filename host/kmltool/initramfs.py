@@ -8,8 +8,9 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+from kmlverify import mark, scanner
 
 from . import paths
 from .cpio import Archive
@@ -77,8 +78,6 @@ def _busybox(arc):
 
 def verification_mark(path):
     """The trusted.kml.verified value for a clean scan of path (./kml verify)."""
-    sys.path.insert(0, str(paths.ROOT / "verify"))
-    from kmlverify import mark, scanner
     reports = scanner.scan([str(path)], follow_libs=False)
     if not all(r.passed() for r in reports):
         raise KmlError(f"{path}: the admission scan flags it (./kml verify {path})")
