@@ -6,7 +6,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("KML_BUILD_DIR", ROOT / "build")).resolve()
 
 PATCH_DIR = ROOT / "kernel" / "patches"
-SERIES = PATCH_DIR / "series"
 BASE_FILE = ROOT / "kernel" / "BASE"
 CONFIG_FRAGMENT = ROOT / "kernel" / "config" / "kml.config"
 GUEST_SRC = ROOT / "guest"
@@ -19,7 +18,6 @@ RUNS = BUILD / "runs"           # one directory per VM boot (console logs)
 BENCH_OUT = BUILD / "bench"
 
 BZIMAGE = OBJ / "arch" / "x86" / "boot" / "bzImage"
-VMLINUX = OBJ / "vmlinux"
 
 
 class KmlError(Exception):
