@@ -257,6 +257,20 @@ def test_interpreter_and_libraries_resolve_inside_root(fake_root):
     assert all(r.passed() for r in reports)
 
 
+def test_walk_names_each_file_as_the_loader_opens_it(fake_root):
+    """walk(): the dependency resolution alone (no disassembly), with the
+    path the kernel or ld.so opens and the file that is there."""
+    got = [(x.role, x.name, x.path, x.needed_by)
+           for x in scanner.walk([str(fake_root / "bin" / "prog")], root=str(fake_root))]
+    real = os.path.realpath(fake_root)
+    prog = str(fake_root / "bin" / "prog")
+    assert got == [("program", prog, prog, None),
+                   ("interpreter", "/lib64/ld-kml-test.so",
+                    os.path.join(real, "opt", "ld-kml-test.so"), prog),
+                   ("library", "/bin/../lib/libfoo.so",
+                    os.path.join(real, "lib", "libfoo.so"), prog)]
+
+
 def test_missing_library_is_an_error(fake_root):
     with pytest.raises(scanner.ScanError, match="ld-kml-test.so"):
         scanner.scan([str(fake_root / "bin" / "prog")])        # no such interpreter on the host
