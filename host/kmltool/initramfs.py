@@ -4,10 +4,8 @@ base.cpio is rebuilt when any input changes; each VM run appends a small
 overlay archive (the command, files from --add) to a copy of it.
 """
 import os
-import re
 import shlex
 import shutil
-import subprocess
 from pathlib import Path
 
 from kmlverify import mark, scanner
@@ -35,21 +33,23 @@ def build_guest_programs():
 
 
 def shared_libs(path):
-    """Absolute paths of the shared libraries an ELF program needs ([] if static)."""
+    """[(guest path, host path)] of the interpreter and the shared libraries
+    an ELF program needs, transitively ([] for a static program or a file
+    that is not ELF): PT_INTERP and DT_NEEDED, searched like ld.so."""
     with open(path, "rb") as f:
         if f.read(4) != b"\x7fELF":
             return []
-    p = subprocess.run(["ldd", str(path)], capture_output=True, text=True)
-    if p.returncode != 0:
-        return []           # static executables: "not a dynamic executable"
-    libs = []
-    for line in p.stdout.splitlines():
-        m = re.search(r"(?:=>\s*)?(/\S+)\s+\(0x", line)
-        if m:
-            libs.append(m.group(1))
-        elif "not found" in line:
-            raise KmlError(f"{path}: needs a library that is missing here: {line.strip()}")
-    return libs
+    try:
+        return [(x.name, x.path) for x in scanner.walk([str(path)]) if x.role != "program"]
+    except scanner.ScanError as e:
+        raise KmlError(f"{path}: needs a file that is missing here: {e}") from None
+
+
+def add_libs(arc, host):
+    """The interpreter and libraries host needs, into arc (once each)."""
+    for guest, lib in shared_libs(host):
+        if guest not in arc:
+            arc.file(guest, Path(lib).read_bytes(), mode=0o755)
 
 
 def add_host_file(arc, host, guest, mode=None):
@@ -59,9 +59,7 @@ def add_host_file(arc, host, guest, mode=None):
         raise KmlError(f"--add {host}: no such file")
     st = host.stat()
     arc.file(guest, host.read_bytes(), mode=mode if mode is not None else st.st_mode & 0o7777)
-    for lib in shared_libs(host):
-        if lib not in arc:
-            arc.file(lib, Path(lib).read_bytes(), mode=0o755)
+    add_libs(arc, host)
 
 
 def _busybox(arc):
