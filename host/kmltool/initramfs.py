@@ -96,6 +96,7 @@ def base_archive():
     _busybox(arc)
     arc.file("init", (paths.GUEST_SRC / "init").read_bytes(), mode=0o755)
     arc.file("usr/bin/run-tests", (paths.GUEST_SRC / "run-tests").read_bytes(), mode=0o755)
+    arc.file("usr/bin/kml-modes", (paths.GUEST_SRC / "kml-modes").read_bytes(), mode=0o755)
     arc.file("etc/passwd", PASSWD.encode())
     arc.file("etc/group", GROUP.encode())
     arc.file("etc/hosts", b"127.0.0.1 localhost kml\n")
@@ -135,7 +136,8 @@ def inputs_newer_than(target):
     if not target.exists():
         return True
     t = target.stat().st_mtime
-    srcs = [paths.GUEST_SRC / "init", paths.GUEST_SRC / "run-tests", Path(BUSYBOX),
+    srcs = [paths.GUEST_SRC / "init", paths.GUEST_SRC / "run-tests",
+            paths.GUEST_SRC / "kml-modes", Path(BUSYBOX),
             Path(__file__)]
     srcs += [p for p in paths.GUEST_OUT.rglob("*") if p.is_file()]
     srcs += list((paths.ROOT / "verify" / "kmlverify").glob("*.py"))   # the marks
