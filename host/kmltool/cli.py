@@ -10,7 +10,8 @@ from pathlib import Path
 
 from kmlverify.cli import main as verify_main
 
-from . import bench, initramfs, kbuild, kstackbench, patches, paths, qemu, setup
+from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, setup
+from .guestrun import Mode, Spec
 from .paths import KmlError
 from .util import say
 
@@ -161,13 +162,14 @@ def cmd_run(a):
         host, _ = initramfs.parse_add(spec)
         if not os.path.isfile(host):
             raise KmlError(f"--add {spec}: no such file: {host}")
-    adds = list(a.add)
+    adds, stream = list(a.add), True
     if a.kernel_mode:
         argv, extra = kernel_mode_argv(argv)
         adds += extra
+        stream = guestrun.Stream(headers=False)
     res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
                     timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
-                    disk_fs=a.disk_fs)
+                    disk_fs=a.disk_fs, stream=stream)
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")
@@ -175,20 +177,20 @@ def cmd_run(a):
 
 
 def kernel_mode_argv(argv):
-    """argv running argv[0] from /trusted; (new argv, extra --add specs)."""
+    """argv running argv[0] from /trusted through kml-modes; (new argv,
+    extra --add specs).  A host file is added to /root first."""
     prog = argv[0]
     name = os.path.basename(prog)
     if not name or name in (".", ".."):
         raise KmlError(f"--kernel-mode: bad program name {prog!r}")
-    if os.path.isfile(prog):            # a host file: put it there directly
-        return ["/trusted/" + name, *argv[1:]], [f"{prog}:/trusted/{name}"]
-    if "/" in prog and not prog.startswith("/"):
+    extra = []
+    if os.path.isfile(prog):            # a host file: add it, then copy it
+        extra = [f"{prog}:/root/{name}"]
+        prog = f"/root/{name}"
+    elif "/" in prog and not prog.startswith("/"):
         raise KmlError(f"--kernel-mode: {prog}: no such host file")
-    # A program in the guest image: copy it into /trusted at boot.
-    script = ('p=$(command -v "$0") || { echo "kml: $0: not found in the guest" >&2; '
-              'exit 127; }; cp "$p" /trusted/ && chmod 755 "/trusted/${p##*/}" && '
-              'exec "/trusted/${p##*/}" "$@"')
-    return ["sh", "-c", script, prog, *argv[1:]], []
+    run = re.sub(r"[^A-Za-z0-9_.@+-]", "_", name).lstrip("._-@+") or "program"
+    return Spec(run, Mode.KERNEL, prog, argv[1:]).argv(), extra
 
 
 def pytest_python():
