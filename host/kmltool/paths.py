@@ -13,6 +13,7 @@ GUEST_SRC = ROOT / "guest"
 TREE = BUILD / "linux"          # scratch git tree: tarball + series as commits
 OBJ = BUILD / "obj"             # out-of-tree kernel build
 GUEST_OUT = BUILD / "guest"     # compiled guest programs
+GUEST_ROOT = BUILD / "initramfs" / "root"  # their staging tree (make install DESTDIR=)
 INITRAMFS = BUILD / "initramfs" / "base.cpio"
 RUNS = BUILD / "runs"           # one directory per VM boot (console logs)
 BENCH_OUT = BUILD / "bench"

@@ -1,6 +1,6 @@
-"""Unit tests: the guest image (host/kmltool/initramfs.py): dynamically
-linked programs get their interpreter and libraries, resolved statically
-(as ldd would find them)."""
+"""Unit tests: the guest image (host/kmltool/initramfs.py): the staging
+tree is copied as it is, dynamically linked programs get their interpreter
+and libraries (resolved statically, as ldd would), the inputs digest."""
 import os
 import re
 import subprocess
@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from kmltool import initramfs
+from kmltool.cpio import Archive
 from kmltool.paths import KmlError
 
 
@@ -48,3 +49,38 @@ def test_missing_library_is_an_error(tmp_path):
     lib.unlink()
     with pytest.raises(KmlError, match="libkmlgone.so"):
         initramfs.shared_libs(prog)
+
+
+def test_add_tree_copies_modes_links_and_libraries(dyn, tmp_path):
+    root = tmp_path / "root"
+    (root / "usr/lib/kml").mkdir(parents=True)
+    (root / "trusted").mkdir(mode=0o755)
+    (root / "init").write_text("#!/bin/sh\n")
+    (root / "init").chmod(0o755)
+    (root / "usr/lib/kml/data").write_text("x")
+    (root / "usr/lib/kml/data").chmod(0o644)
+    (root / "trusted/h").write_bytes(dyn.read_bytes())
+    (root / "trusted/h").chmod(0o755)
+    os.symlink("/usr/lib/kml/data", root / "usr/lib/kml/link")
+    arc = Archive()
+    initramfs.add_tree(arc, root)
+    entries = {name: mode for name, mode, *_ in arc._entries}
+    assert entries["init"] == 0o100755 and entries["usr/lib/kml/data"] == 0o100644
+    assert entries["trusted"] == 0o40755 and entries["usr/lib/kml/link"] == 0o120777
+    for lib in ldd(dyn):
+        assert lib.lstrip("/") in entries
+
+
+def test_inputs_digest_follows_the_staging_tree(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a").write_text("1")
+    d1 = initramfs.inputs_digest(root)
+    assert initramfs.inputs_digest(root) == d1
+    (root / "b").mkdir()
+    d2 = initramfs.inputs_digest(root)
+    assert d2 != d1
+    os.utime(root / "b", (1, 1))                # a directory's time does not count
+    assert initramfs.inputs_digest(root) == d2
+    (root / "a").write_text("22")
+    assert initramfs.inputs_digest(root) != d2
