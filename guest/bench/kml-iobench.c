@@ -304,13 +304,13 @@ static int loop_write(struct result *r, unsigned long nrec, int gen,
 	make_body(gen);
 	memcpy(buf, body, record);
 	if (!create)
-		t0 = now_ns();
+		t0 = bench_now_ns();
 	for (i = 0; i < n; i++) {
 		if (create) {
 			if (unlink(path) && errno != ENOENT)
 				return fail(r, "unlink %s: %s", path,
 					    strerror(errno));
-			t0 = now_ns();
+			t0 = bench_now_ns();
 		}
 		fd = open(path, flags, 0644);
 		if (fd < 0)
@@ -328,9 +328,9 @@ static int loop_write(struct result *r, unsigned long nrec, int gen,
 		if (close(fd))
 			return fail(r, "close: %s", strerror(errno));
 		if (create)
-			total += now_ns() - t0;
+			total += bench_now_ns() - t0;
 	}
-	*ns = create ? total : now_ns() - t0;
+	*ns = create ? total : bench_now_ns() - t0;
 	return 0;
 }
 
@@ -343,7 +343,7 @@ static int loop_read(struct result *r, unsigned long nrec, int gen,
 	ssize_t got;
 	int fd;
 
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (i = 0; i < n; i++) {
 		fd = open(path, O_RDONLY);
 		if (fd < 0)
@@ -359,7 +359,7 @@ static int loop_read(struct result *r, unsigned long nrec, int gen,
 		if (close(fd))
 			return fail(r, "close: %s", strerror(errno));
 	}
-	t1 = now_ns();
+	t1 = bench_now_ns();
 	if (bad) {
 		data_ok = 0;
 		return fail(r, "data mismatch: %lu records read back with a "
@@ -664,7 +664,7 @@ static void print_md(FILE *f, const struct result *res, int nres)
 			continue;
 		fprintf(f, "- FAILED: %lu KiB %s: ", res[i].size_kib,
 			op_name[res[i].op]);
-		md_text(f, res[i].reason);
+		bench_md_text(f, res[i].reason);
 		fputc('\n', f);
 	}
 }
@@ -675,17 +675,17 @@ static void write_json(FILE *f, const struct result *res, int nres)
 
 	bench_json_head(f, SCHEMA, opt.label, &sys);
 	fputs(", \"dir\": ", f);
-	json_str(f, dir_real);
+	bench_json_str(f, dir_real);
 	fputs(", \"fs\": ", f);
-	json_str(f, fsys.fs);
+	bench_json_str(f, fsys.fs);
 	fputs(", \"mount\": ", f);
 	if (fsys.mnt_point[0]) {
 		fputs("{\"source\": ", f);
-		json_str(f, fsys.mnt_source);
+		bench_json_str(f, fsys.mnt_source);
 		fputs(", \"point\": ", f);
-		json_str(f, fsys.mnt_point);
+		bench_json_str(f, fsys.mnt_point);
 		fputs(", \"options\": ", f);
-		json_str(f, fsys.mnt_opts);
+		bench_json_str(f, fsys.mnt_opts);
 		fputc('}', f);
 	} else {
 		fputs("null", f);
@@ -696,7 +696,7 @@ static void write_json(FILE *f, const struct result *res, int nres)
 		kml_kernel_mode() ? 0 : 3, kml_kernel_mode() ? "kernel" : "user",
 		opt.runs, opt.run_ms, opt.record_kib,
 		opt.fsync ? "true" : "false");
-	json_str(f, timed_text());
+	bench_json_str(f, timed_text());
 	fprintf(f, ", \"verified\": %s", data_ok ? "true" : "false");
 	fputs(", \"results\": [", f);
 	for (i = 0; i < nres; i++) {
@@ -706,7 +706,7 @@ static void write_json(FILE *f, const struct result *res, int nres)
 		fprintf(f, "%s\n  {\"size_kib\": %lu, \"op\": \"%s\", "
 			"\"status\": \"%s\", \"reason\": ", i ? "," : "",
 			r->size_kib, op_name[r->op], ok ? "ok" : "failed");
-		json_str(f, ok ? NULL : r->reason);
+		bench_json_str(f, ok ? NULL : r->reason);
 		fprintf(f, ", \"records\": %lu", r->size_kib / opt.record_kib);
 		if (ok && r->iters)
 			fprintf(f, ", \"iters\": %lu", r->iters);
@@ -755,7 +755,7 @@ static void usage(FILE *f)
 		"  -h, --help        this text\n"
 		"Exit status: 0 ok, 1 I/O error or data mismatch, 2 usage error,\n"
 		"3 not in the mode of --expect-mode.\n",
-		prog);
+		bench_prog);
 }
 
 static void parse_sizes(const char *list)
@@ -770,17 +770,17 @@ static void parse_sizes(const char *list)
 	opt.nsizes = 0;
 	if (!*list || list[strlen(list) - 1] == ',' || *list == ',' ||
 	    strstr(list, ",,"))
-		usage_error("--sizes '%s': a comma-separated list of sizes "
+		bench_usage_error("--sizes '%s': a comma-separated list of sizes "
 			    "in KiB", list);
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (opt.nsizes == MAX_SIZES)
-			usage_error("--sizes: at most %d sizes", MAX_SIZES);
-		opt.sizes[opt.nsizes] = parse_long("--sizes", tok, 1,
+			bench_usage_error("--sizes: at most %d sizes", MAX_SIZES);
+		opt.sizes[opt.nsizes] = bench_parse_long("--sizes", tok, 1,
 						     MAX_SIZE_KIB);
 		for (i = 0; i < opt.nsizes; i++)
 			if (opt.sizes[i] == opt.sizes[opt.nsizes])
-				usage_error("--sizes: %s KiB given twice", tok);
+				bench_usage_error("--sizes: %s KiB given twice", tok);
 		opt.nsizes++;
 	}
 	free(copy);
@@ -791,15 +791,15 @@ static void check_dir(const char *dir)
 	struct stat st;
 
 	if (stat(dir, &st))
-		usage_error("--dir %s: %s", dir, strerror(errno));
+		bench_usage_error("--dir %s: %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		usage_error("--dir %s: not a directory", dir);
+		bench_usage_error("--dir %s: not a directory", dir);
 	if (!realpath(dir, dir_real))
-		usage_error("--dir %s: %s", dir, strerror(errno));
+		bench_usage_error("--dir %s: %s", dir, strerror(errno));
 	if ((size_t)snprintf(path, sizeof(path), "%s/kml-iobench.%ld.tmp",
 			     strcmp(dir_real, "/") ? dir_real : "",
 			     (long)getpid()) >= sizeof(path))
-		usage_error("--dir %s: path too long", dir);
+		bench_usage_error("--dir %s: path too long", dir);
 }
 
 int main(int argc, char **argv)
@@ -833,24 +833,24 @@ int main(int argc, char **argv)
 		switch (ch) {
 		case OPT_DIR:
 			if (!*optarg)
-				usage_error("--dir needs a directory");
+				bench_usage_error("--dir needs a directory");
 			dir = optarg;
 			break;
 		case OPT_SIZES:
 			parse_sizes(optarg);
 			break;
 		case OPT_RECORD:
-			opt.record_kib = parse_long("--record", optarg, 1,
+			opt.record_kib = bench_parse_long("--record", optarg, 1,
 						    MAX_RECORD_KIB);
 			break;
 		case OPT_RUNMS:
-			run_ms = parse_long("--run-ms", optarg, 1, 60000);
+			run_ms = bench_parse_long("--run-ms", optarg, 1, 60000);
 			break;
 		case OPT_FSYNC:
 			opt.fsync = 1;
 			break;
 		case OPT_EXPECT:
-			expect_kernel = parse_expect_mode(optarg);
+			expect_kernel = bench_parse_expect_mode(optarg);
 			break;
 		case OPT_INJECT:
 			if (!strcmp(optarg, "write"))
@@ -858,7 +858,7 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "read"))
 				opt.inject = INJECT_READ;
 			else
-				usage_error("invalid --inject-corruption value "
+				bench_usage_error("invalid --inject-corruption value "
 					    "'%s' ('write' or 'read')", optarg);
 			break;
 		default:	/* --runs, --quick, --json, --label, -v, -h */
@@ -871,15 +871,15 @@ int main(int argc, char **argv)
 	opt.label = com.label;
 	opt.verbose = com.verbose;
 	if (!dir)
-		usage_error("--dir DIR is required (where to write the test "
+		bench_usage_error("--dir DIR is required (where to write the test "
 			    "file)");
 	for (i = 0; i < opt.nsizes; i++)
 		if (opt.sizes[i] % opt.record_kib)
-			usage_error("file size %lu KiB is not a multiple of "
+			bench_usage_error("file size %lu KiB is not a multiple of "
 				    "the record size (%lu KiB)", opt.sizes[i],
 				    opt.record_kib);
 	check_dir(dir);
-	if (!in_expected_mode(expect_kernel))
+	if (!bench_in_expected_mode(expect_kernel))
 		return 3;
 	if (com.quick) {
 		opt.runs = 3;
@@ -900,10 +900,10 @@ int main(int argc, char **argv)
 	nres = opt.nsizes * NOPS;
 	res = calloc(nres, sizeof(*res));
 	if (!buf || !vbuf || !body || !res) {
-		fprintf(stderr, "%s: out of memory\n", prog);
+		fprintf(stderr, "%s: out of memory\n", bench_prog);
 		return 1;
 	}
-	gather_sysinfo(&sys);
+	bench_gather_sysinfo(&sys);
 	find_fs();
 
 	for (i = 0; i < opt.nsizes; i++) {
@@ -936,7 +936,7 @@ int main(int argc, char **argv)
 			return 1;
 	}
 	if (failed)
-		fprintf(stderr, "%s: %s\n", prog, data_ok ? "I/O failed" :
+		fprintf(stderr, "%s: %s\n", bench_prog, data_ok ? "I/O failed" :
 			"data mismatch: what was read is not what was "
 			"written");
 	return failed ? 1 : 0;
