@@ -62,6 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "kml.h"
 #include "kml_klib.h"
 
@@ -509,19 +510,10 @@ static int cmp_u64(const void *a, const void *b)
 
 static const char *emulated(void)
 {
-	char line[4096], *tok, *save;
-	FILE *f = fopen("/proc/cmdline", "r");
-	int tcg = 0;
+	struct bench_sysinfo si;
 
-	if (f) {
-		if (fgets(line, sizeof(line), f))
-			for (tok = strtok_r(line, " \n", &save); tok;
-			     tok = strtok_r(NULL, " \n", &save))
-				tcg |= !strcmp(tok, "kml.accel=tcg");
-		fclose(f);
-	}
-	return tcg ? "EMULATED (QEMU TCG software emulation; not hardware "
-		     "timings; compare ratios only)" : NULL;
+	bench_gather_sysinfo(&si);
+	return si.emulated ? BENCH_EMULATED_NOTE : NULL;
 }
 
 /* median ns of one kernel call and of one getppid through the call path */
