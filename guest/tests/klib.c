@@ -106,63 +106,6 @@ static long raw_kernelcall(void *block)
 	return kml_syscall2(SYS_arch_prctl, ARCH_KML_KERNELCALL, (long)block);
 }
 
-/* Run argv with stdout+stderr into out; exit status, or -1. */
-static int run_capture(char *const argv[], char *const envp[], char *out,
-		       size_t size, pid_t *pidp)
-{
-	int p[2], status;
-	size_t n = 0;
-	ssize_t r;
-	pid_t pid;
-
-	if (pipe(p))
-		return -1;
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (!pid) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		if (envp)
-			execve(argv[0], argv, envp);
-		else
-			execv(argv[0], argv);
-		printf("exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	if (pidp)
-		*pidp = pid;
-	close(p[1]);
-	while ((r = read(p[0], out + n, size - 1 - n)) > 0)
-		n += (size_t)r;
-	out[n] = '\0';
-	close(p[0]);
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
-}
-
-/* Program output, indented as TAP diagnostics ("# " on every line). */
-static const char *quoted(const char *out)
-{
-	static char q[1 << 17];
-	size_t n = 0;
-
-	for (; *out && n + 4 < sizeof(q); out++) {
-		q[n++] = *out;
-		if (*out == '\n' && out[1]) {
-			q[n++] = '#';
-			q[n++] = ' ';
-		}
-	}
-	q[n] = '\0';
-	return q;
-}
-
 /* ---- kallsyms parser (any mode, any kernel) --------------------------- */
 
 static char *write_tmp(const char *text)
@@ -448,8 +391,8 @@ TEST(kernelcall_refused_in_user_mode)
 	/* from kernel mode: this program's copy outside /trusted */
 	if (access(USER_COPY, X_OK))
 		SKIP(return, "no user-mode copy at %s", USER_COPY);
-	rc = run_capture(argv, envp, out, sizeof(out), NULL);
-	EXPECT_EQ(0, rc) TH_LOG("helper output: %s", quoted(out));
+	rc = kml_run_capture(argv, envp, out, sizeof(out), NULL);
+	EXPECT_EQ(0, rc) TH_LOG("helper output: %s", kml_quoted(out));
 }
 
 /* ---- kernel calls (kernel mode) --------------------------------------- */
@@ -930,7 +873,7 @@ TEST(kml_ps_agrees_with_proc)
 	usleep(100000);		/* let the sleepers reach pause() */
 
 	proc_snapshot(before, PROC_MAX);
-	rc = run_capture(argv, NULL, out, sizeof(out), &ps_pid);
+	rc = kml_run_capture(argv, NULL, out, sizeof(out), &ps_pid);
 	proc_snapshot(after, PROC_MAX);
 	thread_stop = 1;
 	pthread_join(th, NULL);
@@ -938,9 +881,9 @@ TEST(kml_ps_agrees_with_proc)
 		kill(kids[i], SIGKILL);
 		waitpid(kids[i], NULL, 0);
 	}
-	ASSERT_EQ(0, rc) TH_LOG("kml-ps: %s", quoted(out));
+	ASSERT_EQ(0, rc) TH_LOG("kml-ps: %s", kml_quoted(out));
 	n = parse_ps(out, ps, MAX_PS, &thread_size);
-	ASSERT_LT(0, n) TH_LOG("kml-ps output does not parse: %s", quoted(out));
+	ASSERT_LT(0, n) TH_LOG("kml-ps output does not parse: %s", kml_quoted(out));
 	ASSERT_LE(4096, thread_size);
 
 	/* the idle task, this process, the sleepers, the thread */
@@ -1005,8 +948,8 @@ TEST(kml_ps_refuses_in_user_mode)
 
 	if (access(KML_PS_USER, X_OK))
 		SKIP(return, "%s is not installed", KML_PS_USER);
-	EXPECT_EQ(2, run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(2, kml_run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", kml_quoted(out));
 }
 
 /* ---- kml-udp (any mode: it runs from /trusted) ------------------------- */
@@ -1047,7 +990,7 @@ static int run_udp(char *out, size_t size, const char *extra, const char *arg)
 		argv[n++] = (char *)arg;
 	}
 	argv[n] = NULL;
-	return run_capture(argv, NULL, out, size, NULL);
+	return kml_run_capture(argv, NULL, out, size, NULL);
 }
 
 TEST(kml_udp_delivers_every_payload)
@@ -1059,16 +1002,16 @@ TEST(kml_udp_delivers_every_payload)
 	NEED_KML_KERNEL();
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
-	ASSERT_EQ(0, run_udp(out, sizeof(out), NULL, NULL)) TH_LOG("%s", quoted(out));
-	ASSERT_EQ(3, udp_counts(out, good, sent)) TH_LOG("%s", quoted(out));
+	ASSERT_EQ(0, run_udp(out, sizeof(out), NULL, NULL)) TH_LOG("%s", kml_quoted(out));
+	ASSERT_EQ(3, udp_counts(out, good, sent)) TH_LOG("%s", kml_quoted(out));
 	for (i = 0; i < 3; i++) {
 		EXPECT_EQ(sent[i], good[i]);
 		EXPECT_LE(4 * 20, sent[i]);	/* warm-up + 3 runs, at least */
 	}
-	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 0 missing")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "| kernel_sendmsg() |")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 0 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "| kernel_sendmsg() |")) TH_LOG("%s", kml_quoted(out));
 	EXPECT_NE(NULL, strstr(out, "Delay for sending 20, 1500-byte packets"))
-		TH_LOG("%s", quoted(out));
+		TH_LOG("%s", kml_quoted(out));
 }
 
 TEST(kml_udp_detects_a_corrupted_payload)
@@ -1078,9 +1021,9 @@ TEST(kml_udp_detects_a_corrupted_payload)
 	NEED_KML_KERNEL();
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
-	EXPECT_EQ(1, run_udp(out, sizeof(out), "--corrupt", "5")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "3 bad, 0 duplicate, 0 missing")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "datagram 5: payload differs")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(1, run_udp(out, sizeof(out), "--corrupt", "5")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "3 bad, 0 duplicate, 0 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "datagram 5: payload differs")) TH_LOG("%s", kml_quoted(out));
 }
 
 TEST(kml_udp_detects_a_missing_datagram)
@@ -1090,9 +1033,9 @@ TEST(kml_udp_detects_a_missing_datagram)
 	NEED_KML_KERNEL();
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
-	EXPECT_EQ(1, run_udp(out, sizeof(out), "--drop", "7")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 3 missing")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "datagram 7 never arrived")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(1, run_udp(out, sizeof(out), "--drop", "7")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 3 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "datagram 7 never arrived")) TH_LOG("%s", kml_quoted(out));
 }
 
 TEST(kml_udp_refuses_in_user_mode)
@@ -1101,8 +1044,8 @@ TEST(kml_udp_refuses_in_user_mode)
 
 	if (access(KML_UDP_USER, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP_USER);
-	EXPECT_EQ(2, run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(2, kml_run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", kml_quoted(out));
 }
 
 int main(int argc, char **argv)
