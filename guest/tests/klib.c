@@ -828,59 +828,88 @@ static void *named_thread(void *arg)
 
 #define PROC_MAX	32768
 
-TEST(kml_ps_agrees_with_proc)
-{
-	static struct proc_entry before[PROC_MAX], after[PROC_MAX];
-	static struct ps_line ps[MAX_PS];
-	static char out[1 << 18];
-	char *argv[] = { KML_PS, NULL }, names[3][16], tname[16];
-	pid_t kids[3], ps_pid = 0, tid;
-	unsigned long thread_size = 0;
-	int i, n, rc, checked = 0, kthreads = 0;
+/*
+ * Three sleepers with names of their own and a thread with a name, for
+ * kml-ps to list; the teardown stops and reaps them, also when an ASSERT
+ * ends the test early.
+ */
+FIXTURE(kml_ps) {
+	pid_t kids[3];
+	char names[3][16], tname[16];
 	pthread_t th;
-	const struct ps_line *p;
+	int have_thread;
+};
 
-	NEED_KML_KERNEL();
-	if (access(KML_PS, X_OK))
-		SKIP(return, "%s is not installed", KML_PS);
-	/* three sleepers with names of their own, and a named thread */
+FIXTURE_SETUP(kml_ps)
+{
+	int i;
+
+	if (!kml_kernel() || access(KML_PS, X_OK))
+		return;			/* the test skips */
 	for (i = 0; i < 3; i++) {
-		snprintf(names[i], sizeof(names[i]), "klps%d-%d", i, getpid() % 100000);
-		kids[i] = fork();
-		ASSERT_LE(0, kids[i]);
-		if (!kids[i]) {
-			prctl(PR_SET_NAME, names[i]);
+		snprintf(self->names[i], sizeof(self->names[i]), "klps%d-%d", i,
+			 getpid() % 100000);
+		self->kids[i] = fork();
+		ASSERT_LE(0, self->kids[i]);
+		if (!self->kids[i]) {
+			prctl(PR_SET_NAME, self->names[i]);
 			for (;;)
 				pause();
 		}
 	}
-	snprintf(tname, sizeof(tname), "klthr-%d", getpid() % 100000);
+	snprintf(self->tname, sizeof(self->tname), "klthr-%d", getpid() % 100000);
 	thread_stop = 0;
-	ASSERT_EQ(0, pthread_create(&th, NULL, named_thread, tname));
+	ASSERT_EQ(0, pthread_create(&self->th, NULL, named_thread, self->tname));
+	self->have_thread = 1;
 	for (i = 0; i < 500; i++) {	/* until the names are set */
 		char path[64], buf[32];
 		int j, ok = 1;
 
 		for (j = 0; j < 3; j++) {
-			snprintf(path, sizeof(path), "/proc/%d/comm", kids[j]);
+			snprintf(path, sizeof(path), "/proc/%d/comm", self->kids[j]);
 			ok &= kml_read_file(path, buf, sizeof(buf)) > 0 &&
-			      !strncmp(buf, names[j], strlen(names[j]));
+			      !strncmp(buf, self->names[j], strlen(self->names[j]));
 		}
 		if (ok)
 			break;
 		usleep(10000);
 	}
 	usleep(100000);		/* let the sleepers reach pause() */
+}
 
+FIXTURE_TEARDOWN(kml_ps)
+{
+	int i;
+
+	if (self->have_thread) {
+		thread_stop = 1;
+		pthread_join(self->th, NULL);
+	}
+	for (i = 0; i < 3; i++) {
+		if (self->kids[i] <= 0)
+			continue;
+		kill(self->kids[i], SIGKILL);
+		waitpid(self->kids[i], NULL, 0);
+	}
+}
+
+TEST_F(kml_ps, agrees_with_proc)
+{
+	static struct proc_entry before[PROC_MAX], after[PROC_MAX];
+	static struct ps_line ps[MAX_PS];
+	static char out[1 << 18];
+	char *argv[] = { KML_PS, NULL };
+	pid_t ps_pid = 0, tid;
+	unsigned long thread_size = 0;
+	int i, n, rc, checked = 0, kthreads = 0;
+	const struct ps_line *p;
+
+	NEED_KML_KERNEL();
+	if (access(KML_PS, X_OK))
+		SKIP(return, "%s is not installed", KML_PS);
 	proc_snapshot(before, PROC_MAX);
 	rc = kml_run_capture(argv, NULL, out, sizeof(out), &ps_pid);
 	proc_snapshot(after, PROC_MAX);
-	thread_stop = 1;
-	pthread_join(th, NULL);
-	for (i = 0; i < 3; i++) {
-		kill(kids[i], SIGKILL);
-		waitpid(kids[i], NULL, 0);
-	}
 	ASSERT_EQ(0, rc) TH_LOG("kml-ps: %s", kml_quoted(out));
 	n = parse_ps(out, ps, MAX_PS, &thread_size);
 	ASSERT_LT(0, n) TH_LOG("kml-ps output does not parse: %s", kml_quoted(out));
@@ -898,9 +927,9 @@ TEST(kml_ps_agrees_with_proc)
 	EXPECT_STREQ("kml-ps", p->comm);
 	EXPECT_EQ('R', p->state);
 	for (i = 0; i < 3; i++) {
-		p = ps_find(ps, n, kids[i], kids[i]);
-		ASSERT_NE(NULL, p) TH_LOG("sleeper %d not listed", kids[i]);
-		EXPECT_STREQ(names[i], p->comm);
+		p = ps_find(ps, n, self->kids[i], self->kids[i]);
+		ASSERT_NE(NULL, p) TH_LOG("sleeper %d not listed", self->kids[i]);
+		EXPECT_STREQ(self->names[i], p->comm);
 		EXPECT_EQ('S', p->state);
 		EXPECT_LT(0, p->stack);
 		EXPECT_GE((long)thread_size, p->stack);
@@ -908,9 +937,9 @@ TEST(kml_ps_agrees_with_proc)
 	tid = 0;
 	for (i = 0; i < n; i++)
 		if (ps[i].tgid == getpid() && ps[i].pid != getpid() &&
-		    !strcmp(ps[i].comm, tname))
+		    !strcmp(ps[i].comm, self->tname))
 			tid = ps[i].pid;
-	EXPECT_NE(0, tid) TH_LOG("thread %s of %d not listed", tname, getpid());
+	EXPECT_NE(0, tid) TH_LOG("thread %s of %d not listed", self->tname, getpid());
 
 	/* every process that lived through the check, with the same name */
 	for (i = 1; i < PROC_MAX; i++) {
