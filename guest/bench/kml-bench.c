@@ -1667,7 +1667,18 @@ static void resolve_file(const char *argv0, const char *given)
 		 "/proc/self/exe unusable (use --file PATH)");
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for, beyond the options in opt. */
+struct request {
+	int selected[NBENCH];	/* --only: the rows asked for */
+	int only;		/* --only was given */
+	int list;		/* --list */
+	int expect_kernel;	/* --expect-mode: 1 kernel, 0 user, -1 none */
+	int quick, runs, run_ms;	/* --quick, --runs, --run-ms (-1: none) */
+	const char *file;	/* --file */
+};
+
+/* The options into opt and req; usage errors exit with status 2. */
+static void parse_options(int argc, char **argv, struct request *req)
 {
 	enum { O_RUNMS = 256, O_ONLY, O_LIST, O_EXEC, O_FILE, O_SCPATH,
 	       O_EXPECT };
@@ -1682,29 +1693,23 @@ int main(int argc, char **argv)
 		BENCH_COMMON_OPTIONS,
 		{ NULL, 0, NULL, 0 }
 	};
-	static struct result results[NBENCH];
-	int selected[NBENCH] = { 0 };
 	struct bench_common com = { .runs = -1, .usage = usage };
-	int run_ms = -1, list = 0, only = 0;
-	int expect_kernel = -1;
-	const char *file = NULL;
-	struct result_set set;
-	int ch, failed = 0, done = 0, total = 0;
-	FILE *out = stdout, *jf;
-	size_t i;
+	int ch;
 
-	bench_set_prog(argv[0]);
+	req->run_ms = -1;
+	req->expect_kernel = -1;
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case O_RUNMS:
-			run_ms = (int)bench_parse_long("--run-ms", optarg, 1, 60000);
+			req->run_ms = (int)bench_parse_long("--run-ms", optarg,
+							    1, 60000);
 			break;
 		case O_ONLY:
-			parse_only(optarg, selected);
-			only = 1;
+			parse_only(optarg, req->selected);
+			req->only = 1;
 			break;
 		case O_LIST:
-			list = 1;
+			req->list = 1;
 			break;
 		case O_EXEC:
 			if (!*optarg)
@@ -1714,7 +1719,7 @@ int main(int argc, char **argv)
 		case O_FILE:
 			if (!*optarg)
 				bench_usage_error("--file needs a path");
-			file = optarg;
+			req->file = optarg;
 			break;
 		case O_SCPATH:
 			if (!strcmp(optarg, "syscall"))
@@ -1726,7 +1731,7 @@ int main(int argc, char **argv)
 					    "('syscall' or 'call')", optarg);
 			break;
 		case O_EXPECT:
-			expect_kernel = bench_parse_expect_mode(optarg);
+			req->expect_kernel = bench_parse_expect_mode(optarg);
 			break;
 		default:	/* --runs, --quick, --json, --label, -v, -h */
 			bench_common_option(ch, &com);
@@ -1737,12 +1742,19 @@ int main(int argc, char **argv)
 	opt.json = com.json;
 	opt.label = com.label;
 	opt.verbose = com.verbose;
-	if (list) {
-		for (i = 0; i < NBENCH; i++)
-			printf("%-20s %s\n", benches[i].name,
-			       benches[i].label);
-		return 0;
-	}
+	req->quick = com.quick;
+	req->runs = com.runs;
+}
+
+/*
+ * Can this process measure what it was asked to: the rows are complete,
+ * the mode is the one expected, the call path is there for --path call?
+ * 0, or the exit status (1: internal error, 3: not available here).
+ */
+static int check_available(const struct request *req)
+{
+	size_t i;
+
 	for (i = 0; i < NBENCH; i++)
 		if (!benches[i].nosys && !benches[i].run_call &&
 		    !benches[i].no_call) {
@@ -1751,7 +1763,7 @@ int main(int argc, char **argv)
 				benches[i].name);
 			return 1;
 		}
-	if (!bench_in_expected_mode(expect_kernel))
+	if (!bench_in_expected_mode(req->expect_kernel))
 		return 3;
 	if (opt.path == PATH_CALL && !kml_call_path()) {
 		fprintf(stderr, "%s: --path call: the call path is not "
@@ -1765,31 +1777,25 @@ int main(int argc, char **argv)
 			"not a kml kernel with fast system calls");
 		return 3;
 	}
-	if (com.quick) {
-		opt.runs = 3;
-		opt.run_ms = 20;
-	}
-	if (com.runs > 0)
-		opt.runs = com.runs;
-	if (run_ms > 0)
-		opt.run_ms = run_ms;
-	resolve_file(argv[0] ? argv[0] : "", file);
-	jf = bench_json_open(opt.json, &out);
+	return 0;
+}
 
-	/* a dead echo child must fail a row, not kill us */
-	signal(SIGPIPE, SIG_IGN);
-	bench_gather_sysinfo(&sys);
+/* Measure the rows asked for into results; 1 if one failed. */
+static int run_rows(const struct request *req, struct result *results)
+{
+	int failed = 0, done = 0, total = 0;
+	size_t i;
 
 	for (i = 0; i < NBENCH; i++) {
 		results[i].name = benches[i].name;
 		results[i].label = benches[i].label;
 		results[i].unit = benches[i].unit;
-		total += !only || selected[i];
+		total += !req->only || req->selected[i];
 	}
 	for (i = 0; i < NBENCH; i++) {
 		struct result *r = &results[i];
 
-		if (only && !selected[i])
+		if (req->only && !req->selected[i])
 			continue;
 		if (opt.verbose)
 			fprintf(stderr, "[%2d/%d] %s ...", ++done, total,
@@ -1804,21 +1810,66 @@ int main(int argc, char **argv)
 		}
 		failed |= r->status == ST_FAIL;
 	}
+	return failed;
+}
 
-	set.label = opt.label;
-	set.rows = results;
-	set.nrows = NBENCH;
+/* The Markdown tables to out, the JSON to jf (if any); 0, or 1. */
+static int report(FILE *out, FILE *jf, struct result *results)
+{
+	struct result_set set = { .label = opt.label, .rows = results,
+				  .nrows = NBENCH };
+	size_t i;
+
 	print_header(out);
 	print_main_table(out, &set);
 	for (i = 0; i < ARRAY_SIZE(layouts); i++)
 		print_layout(out, &layouts[i], &set, 1);
 	fflush(out);
-
 	if (jf) {
 		write_json(jf, &set);
 		if (bench_json_close(jf, opt.json))
 			return 1;
 	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct request req;
+	static struct result results[NBENCH];
+	FILE *out = stdout, *jf;
+	int rc, failed;
+	size_t i;
+
+	bench_set_prog(argv[0]);
+	parse_options(argc, argv, &req);
+	if (req.list) {
+		for (i = 0; i < NBENCH; i++)
+			printf("%-20s %s\n", benches[i].name,
+			       benches[i].label);
+		return 0;
+	}
+	rc = check_available(&req);
+	if (rc)
+		return rc;
+	if (req.quick) {
+		opt.runs = 3;
+		opt.run_ms = 20;
+	}
+	if (req.runs > 0)
+		opt.runs = req.runs;
+	if (req.run_ms > 0)
+		opt.run_ms = req.run_ms;
+	resolve_file(argv[0] ? argv[0] : "", req.file);
+	jf = bench_json_open(opt.json, &out);
+
+	/* a dead echo child must fail a row, not kill us */
+	signal(SIGPIPE, SIG_IGN);
+	bench_gather_sysinfo(&sys);
+
+	failed = run_rows(&req, results);
+	if (report(out, jf, results))
+		return 1;
 	if (failed)
 		fprintf(stderr, "%s: some rows failed\n", bench_prog);
 	return failed ? 1 : 0;
