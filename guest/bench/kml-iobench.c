@@ -802,7 +802,15 @@ static void check_dir(const char *dir)
 		bench_usage_error("--dir %s: path too long", dir);
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for, beyond the options in opt. */
+struct request {
+	const char *dir;	/* --dir */
+	int expect_kernel;	/* --expect-mode: 1 kernel, 0 user, -1 none */
+	int quick, runs, run_ms;	/* --quick, --runs, --run-ms (-1: none) */
+};
+
+/* The options into opt and req; usage errors exit with status 2. */
+static void parse_options(int argc, char **argv, struct request *req)
 {
 	enum { OPT_DIR = 256, OPT_SIZES, OPT_RECORD, OPT_RUNMS, OPT_FSYNC,
 	       OPT_EXPECT, OPT_INJECT };
@@ -818,23 +826,20 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct bench_common com = { .runs = -1, .usage = usage };
-	int run_ms = -1, expect_kernel = -1;
-	int ch, i, op, failed = 0, nres;
-	const char *dir = NULL;
-	struct result *res;
-	FILE *out = stdout, *jf = NULL;
+	int ch, i;
 	size_t k;
 
-	bench_set_prog(argv[0]);
 	for (k = 0; k < ARRAY_SIZE(default_sizes); k++)
 		opt.sizes[k] = default_sizes[k];
 	opt.nsizes = ARRAY_SIZE(default_sizes);
+	req->run_ms = -1;
+	req->expect_kernel = -1;
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_DIR:
 			if (!*optarg)
 				bench_usage_error("--dir needs a directory");
-			dir = optarg;
+			req->dir = optarg;
 			break;
 		case OPT_SIZES:
 			parse_sizes(optarg);
@@ -844,13 +849,14 @@ int main(int argc, char **argv)
 						    MAX_RECORD_KIB);
 			break;
 		case OPT_RUNMS:
-			run_ms = bench_parse_long("--run-ms", optarg, 1, 60000);
+			req->run_ms = bench_parse_long("--run-ms", optarg, 1,
+						       60000);
 			break;
 		case OPT_FSYNC:
 			opt.fsync = 1;
 			break;
 		case OPT_EXPECT:
-			expect_kernel = bench_parse_expect_mode(optarg);
+			req->expect_kernel = bench_parse_expect_mode(optarg);
 			break;
 		case OPT_INJECT:
 			if (!strcmp(optarg, "write"))
@@ -870,7 +876,9 @@ int main(int argc, char **argv)
 	opt.json = com.json;
 	opt.label = com.label;
 	opt.verbose = com.verbose;
-	if (!dir)
+	req->quick = com.quick;
+	req->runs = com.runs;
+	if (!req->dir)
 		bench_usage_error("--dir DIR is required (where to write the test "
 			    "file)");
 	for (i = 0; i < opt.nsizes; i++)
@@ -878,33 +886,30 @@ int main(int argc, char **argv)
 			bench_usage_error("file size %lu KiB is not a multiple of "
 				    "the record size (%lu KiB)", opt.sizes[i],
 				    opt.record_kib);
-	check_dir(dir);
-	if (!bench_in_expected_mode(expect_kernel))
-		return 3;
-	if (com.quick) {
-		opt.runs = 3;
-		opt.run_ms = 20;
-	}
-	if (com.runs > 0)
-		opt.runs = com.runs;
-	if (run_ms > 0)
-		opt.run_ms = run_ms;
+}
 
-	jf = bench_json_open(opt.json, &out);
+/* The record buffers and the results (*res, *nres); 0, or 1. */
+static int alloc_buffers(struct result **res, int *nres)
+{
 	record = opt.record_kib * 1024;
 	if (posix_memalign((void **)&buf, 4096, record))
 		buf = NULL;
 	if (posix_memalign((void **)&vbuf, 4096, record))
 		vbuf = NULL;
 	body = malloc(record);
-	nres = opt.nsizes * NOPS;
-	res = calloc(nres, sizeof(*res));
-	if (!buf || !vbuf || !body || !res) {
+	*nres = opt.nsizes * NOPS;
+	*res = calloc(*nres, sizeof(**res));
+	if (!buf || !vbuf || !body || !*res) {
 		fprintf(stderr, "%s: out of memory\n", bench_prog);
 		return 1;
 	}
-	bench_gather_sysinfo(&sys);
-	find_fs();
+	return 0;
+}
+
+/* Every size's loops into res (NOPS results a size); 1 if one failed. */
+static int run_sizes(struct result *res)
+{
+	int i, op, failed = 0;
 
 	for (i = 0; i < opt.nsizes; i++) {
 		struct result *r = &res[i * NOPS];
@@ -927,7 +932,12 @@ int main(int argc, char **argv)
 		if (opt.verbose)
 			fputc('\n', stderr);
 	}
+	return failed;
+}
 
+/* The Markdown to out, the JSON to jf (if any); 0, or 1. */
+static int report(FILE *out, FILE *jf, const struct result *res, int nres)
+{
 	print_md(out, res, nres);
 	fflush(out);
 	if (jf) {
@@ -935,6 +945,39 @@ int main(int argc, char **argv)
 		if (bench_json_close(jf, opt.json))
 			return 1;
 	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct request req = { 0 };
+	struct result *res;
+	FILE *out = stdout, *jf;
+	int failed, nres;
+
+	bench_set_prog(argv[0]);
+	parse_options(argc, argv, &req);
+	check_dir(req.dir);
+	if (!bench_in_expected_mode(req.expect_kernel))
+		return 3;
+	if (req.quick) {
+		opt.runs = 3;
+		opt.run_ms = 20;
+	}
+	if (req.runs > 0)
+		opt.runs = req.runs;
+	if (req.run_ms > 0)
+		opt.run_ms = req.run_ms;
+
+	jf = bench_json_open(opt.json, &out);
+	if (alloc_buffers(&res, &nres))
+		return 1;
+	bench_gather_sysinfo(&sys);
+	find_fs();
+
+	failed = run_sizes(res);
+	if (report(out, jf, res, nres))
+		return 1;
 	if (failed)
 		fprintf(stderr, "%s: %s\n", bench_prog, data_ok ? "I/O failed" :
 			"data mismatch: what was read is not what was "

@@ -969,7 +969,8 @@ static int execl_child(int argc, char **argv)
 	execl_next(argv[0], left - 1);
 }
 
-int main(int argc, char **argv)
+/* The options into opt and res (--only); usage errors exit with 2. */
+static void parse_options(int argc, char **argv, struct result *res)
 {
 	enum { OPT_ONLY = 256, OPT_LIST, OPT_DUR, OPT_THREADS, OPT_INJECT };
 	static const struct option lopts[] = {
@@ -981,21 +982,9 @@ int main(int argc, char **argv)
 		BENCH_COMMON_OPTIONS,
 		{ NULL, 0, NULL, 0 }
 	};
-	struct result res[NTESTS];
 	struct bench_common com = { .runs = -1, .usage = usage };
-	int dur = -1, ch, failed = 0;
-	FILE *out = stdout, *jf;
-	double *mem;
-	size_t i;
+	int dur = -1, ch;
 
-	bench_set_prog(argv[0]);
-	if (argc > 1 && !strcmp(argv[1], EXECL_OPT))
-		return execl_child(argc, argv);
-	memset(res, 0, sizeof(res));
-	for (i = 0; i < NTESTS; i++) {
-		res[i].t = &tests[i];
-		res[i].selected = 1;
-	}
 	opt.idle = 1;
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
@@ -1004,7 +993,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LIST:
 			list_tests();
-			return 0;
+			exit(0);
 		case OPT_DUR:
 			dur = bench_parse_long("--duration-ms", optarg, 1, 600000);
 			break;
@@ -1026,12 +1015,11 @@ int main(int argc, char **argv)
 	opt.json = com.json;
 	opt.label = com.label;
 	opt.verbose = com.verbose;
-	jf = bench_json_open(opt.json, &out);
-	mem = calloc((size_t)NTESTS * 2 * opt.runs, sizeof(*mem));
-	if (!mem) {
-		fprintf(stderr, "%s: out of memory\n", bench_prog);
-		return 1;
-	}
+}
+
+/* Descriptor 0, SIGPIPE, the system description; 0, or 1. */
+static int prepare(const char *argv0)
+{
 	/* dup(0) needs a descriptor 0 */
 	if (fcntl(0, F_GETFD) < 0 && open("/dev/null", O_RDONLY) != 0) {
 		fprintf(stderr, "%s: no standard input and no /dev/null\n",
@@ -1042,7 +1030,15 @@ int main(int argc, char **argv)
 	bench_gather_sysinfo(&sys);
 	have_dyn_param = bench_cmdline_param(&sys, "dynamic_kstacks", dyn_param,
 				       sizeof(dyn_param));
-	find_self(argv[0]);
+	find_self(argv0);
+	return 0;
+}
+
+/* The selected system tests (their runs' ops/s in mem); 1 if one failed. */
+static int run_tests(struct result *res, double *mem)
+{
+	int failed = 0;
+	size_t i;
 
 	for (i = 0; i < NTESTS; i++) {
 		struct result *r = &res[i];
@@ -1061,21 +1057,57 @@ int main(int argc, char **argv)
 			fprintf(stderr, "; median %.0f\n", r->median);
 		}
 	}
-	if (opt.idle) {
-		if (opt.verbose)
-			fprintf(stderr, "%s: %d threads ...\n", IDLE_NAME,
-				opt.threads);
-		run_idle();
-		if (!idle.ok) {
-			failed = 1;
-			fprintf(stderr, "%s: %s: %s\n", bench_prog, IDLE_NAME,
-				idle.reason);
-		} else if (opt.verbose) {
-			fprintf(stderr, "%s: KernelStack %lld -> %lld -> %lld "
-				"KiB\n", IDLE_NAME, idle.before.kstack_kib,
-				idle.blocked.kstack_kib, idle.after.kstack_kib);
-		}
+	return failed;
+}
+
+/* The kernel-stack memory of idle threads (unless --only); 1 if it failed. */
+static int run_idle_threads(void)
+{
+	if (!opt.idle)
+		return 0;
+	if (opt.verbose)
+		fprintf(stderr, "%s: %d threads ...\n", IDLE_NAME, opt.threads);
+	run_idle();
+	if (!idle.ok) {
+		fprintf(stderr, "%s: %s: %s\n", bench_prog, IDLE_NAME,
+			idle.reason);
+		return 1;
 	}
+	if (opt.verbose)
+		fprintf(stderr, "%s: KernelStack %lld -> %lld -> %lld KiB\n",
+			IDLE_NAME, idle.before.kstack_kib,
+			idle.blocked.kstack_kib, idle.after.kstack_kib);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct result res[NTESTS];
+	FILE *out = stdout, *jf;
+	int failed;
+	double *mem;
+	size_t i;
+
+	bench_set_prog(argv[0]);
+	if (argc > 1 && !strcmp(argv[1], EXECL_OPT))
+		return execl_child(argc, argv);
+	memset(res, 0, sizeof(res));
+	for (i = 0; i < NTESTS; i++) {
+		res[i].t = &tests[i];
+		res[i].selected = 1;
+	}
+	parse_options(argc, argv, res);
+	jf = bench_json_open(opt.json, &out);
+	mem = calloc((size_t)NTESTS * 2 * opt.runs, sizeof(*mem));
+	if (!mem) {
+		fprintf(stderr, "%s: out of memory\n", bench_prog);
+		return 1;
+	}
+	if (prepare(argv[0]))
+		return 1;
+
+	failed = run_tests(res, mem);
+	failed |= run_idle_threads();
 
 	print_md(out, res);
 	fflush(out);
