@@ -1,12 +1,10 @@
 """pytest configuration for kml: host unit tests and guest (VM) tests."""
 import os
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "host"))
+from kmltool.cli import DEFAULT_TEST_CONFIGS, TEST_CONFIGS
 
-from kmltool.cli import DEFAULT_TEST_CONFIGS, TEST_CONFIGS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]     # host/ and verify/: pytest.ini
 
 
 def pytest_addoption(parser):

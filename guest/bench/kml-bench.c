@@ -1191,11 +1191,11 @@ static int timed(struct bctx *c, unsigned long n, double *ns, double *cyc)
 	uint64_t c0, c1;
 	int r;
 
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	c0 = tsc();
 	r = c->run(c, n);
 	c1 = tsc();
-	t1 = now_ns();
+	t1 = bench_now_ns();
 	*ns = t1 - t0;
 	*cyc = (double)(c1 - c0);
 	return r;
@@ -1374,13 +1374,13 @@ static void print_main_table(FILE *f, const struct result_set *s)
 		if (r->status == ST_NOTRUN)
 			continue;
 		fputs("| ", f);
-		md_text(f, r->label);
+		bench_md_text(f, r->label);
 		if (strcmp(r->unit, "op"))
 			fprintf(f, " (per %s)", r->unit);
 		if (r->status != ST_OK) {
 			fprintf(f, " | %s: ", r->status == ST_SKIP ?
 				"skipped" : "FAILED");
-			md_text(f, r->reason);
+			bench_md_text(f, r->reason);
 			fputs(" | | | |\n", f);
 			continue;
 		}
@@ -1467,7 +1467,7 @@ static void print_layout(FILE *f, const struct layout *l,
 	fputs("| Operation |", f);
 	for (j = 0; j < nsets; j++) {
 		fputc(' ', f);
-		md_text(f, sets[j].label ? sets[j].label : "measured");
+		bench_md_text(f, sets[j].label ? sets[j].label : "measured");
 		fprintf(f, " (%s) |", l->unit);
 	}
 	fputs("\n|---|", f);
@@ -1503,15 +1503,15 @@ static void write_json_layouts(FILE *f)
 		const struct layout *l = &layouts[i];
 
 		fprintf(f, "%s\n  {\"title\": ", i ? "," : "");
-		json_str(f, l->title);
+		bench_json_str(f, l->title);
 		fputs(", \"unit\": ", f);
-		json_str(f, l->unit);
+		bench_json_str(f, l->unit);
 		fprintf(f, ", \"ns_per_unit\": %g, \"rows\": [", l->div);
 		for (j = 0; j < l->nrows; j++) {
 			fputs(j ? ", [" : "[", f);
-			json_str(f, l->rows[j].title);
+			bench_json_str(f, l->rows[j].title);
 			fputs(", ", f);
-			json_str(f, l->rows[j].name);
+			bench_json_str(f, l->rows[j].name);
 			fputc(']', f);
 		}
 		fputs("]}", f);
@@ -1531,9 +1531,9 @@ static void write_json(FILE *f, const struct result_set *s)
 		fputs(", \"tsc_ghz\": null", f);
 	fprintf(f, ", \"runs\": %d, \"run_ms\": %d, \"file\": ",
 		opt.runs, opt.run_ms);
-	json_str(f, opt.file);
+	bench_json_str(f, opt.file);
 	fputs(", \"exec\": ", f);
-	json_str(f, opt.exec_path);
+	bench_json_str(f, opt.exec_path);
 	fprintf(f, ", \"path\": \"%s\", \"cpl\": %d, \"call_path\": %s, "
 		"\"vdso_kml_syscall\": %s", path_name[opt.path],
 		kml_kernel_mode() ? 0 : 3, kml_call_path() ? "true" : "false",
@@ -1548,12 +1548,12 @@ static void write_json(FILE *f, const struct result_set *s)
 			continue;
 		fprintf(f, "%s\n  {\"name\": ", first ? "" : ",");
 		first = 0;
-		json_str(f, r->name);
+		bench_json_str(f, r->name);
 		fputs(", \"label\": ", f);
-		json_str(f, r->label);
+		bench_json_str(f, r->label);
 		fprintf(f, ", \"status\": \"%s\", \"reason\": ",
 			status_name[r->status]);
-		json_str(f, ok ? NULL : r->reason);
+		bench_json_str(f, ok ? NULL : r->reason);
 		bench_json_num(f, "ns_median", r->ns_med, ok);
 		bench_json_num(f, "ns_min", r->ns_min, ok);
 		bench_json_num(f, "ns_max", r->ns_max, ok);
@@ -1565,9 +1565,9 @@ static void write_json(FILE *f, const struct result_set *s)
 		else
 			fputs(", \"iters\": null", f);
 		fputs(", \"unit\": ", f);
-		json_str(f, r->unit);
+		bench_json_str(f, r->unit);
 		fputs(", \"path\": ", f);
-		json_str(f, r->path);
+		bench_json_str(f, r->path);
 		fputc('}', f);
 	}
 	fputs("\n]}\n", f);
@@ -1598,7 +1598,7 @@ static void usage(FILE *f)
 		"                    process runs in that mode\n"
 		"  -v, --verbose     progress on stderr\n"
 		"  -h, --help        this text\n",
-		prog, DEFAULT_EXEC);
+		bench_prog, DEFAULT_EXEC);
 }
 
 static int find_bench(const char *name)
@@ -1626,7 +1626,7 @@ static void parse_only(const char *list, int *selected)
 		k = find_bench(tok);
 		if (k < 0) {
 			fprintf(stderr, "%s: unknown benchmark '%s'; valid "
-				"names:", prog, tok);
+				"names:", bench_prog, tok);
 			for (i = 0; i < NBENCH; i++)
 				fprintf(stderr, " %s", benches[i].name);
 			fputc('\n', stderr);
@@ -1637,7 +1637,7 @@ static void parse_only(const char *list, int *selected)
 	}
 	free(copy);
 	if (!any)
-		usage_error("--only needs at least one benchmark name");
+		bench_usage_error("--only needs at least one benchmark name");
 }
 
 static void resolve_file(const char *argv0, const char *given)
@@ -1647,7 +1647,7 @@ static void resolve_file(const char *argv0, const char *given)
 
 	if (given) {
 		if (stat(given, &st))
-			usage_error("--file %s: %s", given, strerror(errno));
+			bench_usage_error("--file %s: %s", given, strerror(errno));
 		opt.file = given;
 		return;
 	}
@@ -1667,7 +1667,18 @@ static void resolve_file(const char *argv0, const char *given)
 		 "/proc/self/exe unusable (use --file PATH)");
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for, beyond the options in opt. */
+struct request {
+	int selected[NBENCH];	/* --only: the rows asked for */
+	int only;		/* --only was given */
+	int list;		/* --list */
+	int expect_kernel;	/* --expect-mode: 1 kernel, 0 user, -1 none */
+	int quick, runs, run_ms;	/* --quick, --runs, --run-ms (-1: none) */
+	const char *file;	/* --file */
+};
+
+/* The options into opt and req; usage errors exit with status 2. */
+static void parse_options(int argc, char **argv, struct request *req)
 {
 	enum { O_RUNMS = 256, O_ONLY, O_LIST, O_EXEC, O_FILE, O_SCPATH,
 	       O_EXPECT };
@@ -1682,39 +1693,33 @@ int main(int argc, char **argv)
 		BENCH_COMMON_OPTIONS,
 		{ NULL, 0, NULL, 0 }
 	};
-	static struct result results[NBENCH];
-	int selected[NBENCH] = { 0 };
 	struct bench_common com = { .runs = -1, .usage = usage };
-	int run_ms = -1, list = 0, only = 0;
-	int expect_kernel = -1;
-	const char *file = NULL;
-	struct result_set set;
-	int ch, failed = 0, done = 0, total = 0;
-	FILE *out = stdout, *jf;
-	size_t i;
+	int ch;
 
-	bench_set_prog(argv[0]);
+	req->run_ms = -1;
+	req->expect_kernel = -1;
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case O_RUNMS:
-			run_ms = (int)parse_long("--run-ms", optarg, 1, 60000);
+			req->run_ms = (int)bench_parse_long("--run-ms", optarg,
+							    1, 60000);
 			break;
 		case O_ONLY:
-			parse_only(optarg, selected);
-			only = 1;
+			parse_only(optarg, req->selected);
+			req->only = 1;
 			break;
 		case O_LIST:
-			list = 1;
+			req->list = 1;
 			break;
 		case O_EXEC:
 			if (!*optarg)
-				usage_error("--exec needs a path");
+				bench_usage_error("--exec needs a path");
 			opt.exec_path = optarg;
 			break;
 		case O_FILE:
 			if (!*optarg)
-				usage_error("--file needs a path");
-			file = optarg;
+				bench_usage_error("--file needs a path");
+			req->file = optarg;
 			break;
 		case O_SCPATH:
 			if (!strcmp(optarg, "syscall"))
@@ -1722,11 +1727,11 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "call"))
 				opt.path = PATH_CALL;
 			else
-				usage_error("invalid --path value '%s' "
+				bench_usage_error("invalid --path value '%s' "
 					    "('syscall' or 'call')", optarg);
 			break;
 		case O_EXPECT:
-			expect_kernel = parse_expect_mode(optarg);
+			req->expect_kernel = bench_parse_expect_mode(optarg);
 			break;
 		default:	/* --runs, --quick, --json, --label, -v, -h */
 			bench_common_option(ch, &com);
@@ -1737,25 +1742,32 @@ int main(int argc, char **argv)
 	opt.json = com.json;
 	opt.label = com.label;
 	opt.verbose = com.verbose;
-	if (list) {
-		for (i = 0; i < NBENCH; i++)
-			printf("%-20s %s\n", benches[i].name,
-			       benches[i].label);
-		return 0;
-	}
+	req->quick = com.quick;
+	req->runs = com.runs;
+}
+
+/*
+ * Can this process measure what it was asked to: the rows are complete,
+ * the mode is the one expected, the call path is there for --path call?
+ * 0, or the exit status (1: internal error, 3: not available here).
+ */
+static int check_available(const struct request *req)
+{
+	size_t i;
+
 	for (i = 0; i < NBENCH; i++)
 		if (!benches[i].nosys && !benches[i].run_call &&
 		    !benches[i].no_call) {
 			fprintf(stderr, "%s: internal error: row %s says "
-				"nothing about the call path\n", prog,
+				"nothing about the call path\n", bench_prog,
 				benches[i].name);
 			return 1;
 		}
-	if (!in_expected_mode(expect_kernel))
+	if (!bench_in_expected_mode(req->expect_kernel))
 		return 3;
 	if (opt.path == PATH_CALL && !kml_call_path()) {
 		fprintf(stderr, "%s: --path call: the call path is not "
-			"available here: %s\n", prog,
+			"available here: %s\n", bench_prog,
 			!kml_kernel_mode() ? "this process runs in user mode "
 			"(CPL 3); the call path is for kernel-mode processes "
 			"(run a copy from /trusted)" :
@@ -1765,31 +1777,25 @@ int main(int argc, char **argv)
 			"not a kml kernel with fast system calls");
 		return 3;
 	}
-	if (com.quick) {
-		opt.runs = 3;
-		opt.run_ms = 20;
-	}
-	if (com.runs > 0)
-		opt.runs = com.runs;
-	if (run_ms > 0)
-		opt.run_ms = run_ms;
-	resolve_file(argv[0] ? argv[0] : "", file);
-	jf = bench_json_open(opt.json, &out);
+	return 0;
+}
 
-	/* a dead echo child must fail a row, not kill us */
-	signal(SIGPIPE, SIG_IGN);
-	gather_sysinfo(&sys);
+/* Measure the rows asked for into results; 1 if one failed. */
+static int run_rows(const struct request *req, struct result *results)
+{
+	int failed = 0, done = 0, total = 0;
+	size_t i;
 
 	for (i = 0; i < NBENCH; i++) {
 		results[i].name = benches[i].name;
 		results[i].label = benches[i].label;
 		results[i].unit = benches[i].unit;
-		total += !only || selected[i];
+		total += !req->only || req->selected[i];
 	}
 	for (i = 0; i < NBENCH; i++) {
 		struct result *r = &results[i];
 
-		if (only && !selected[i])
+		if (req->only && !req->selected[i])
 			continue;
 		if (opt.verbose)
 			fprintf(stderr, "[%2d/%d] %s ...", ++done, total,
@@ -1804,22 +1810,67 @@ int main(int argc, char **argv)
 		}
 		failed |= r->status == ST_FAIL;
 	}
+	return failed;
+}
 
-	set.label = opt.label;
-	set.rows = results;
-	set.nrows = NBENCH;
+/* The Markdown tables to out, the JSON to jf (if any); 0, or 1. */
+static int report(FILE *out, FILE *jf, struct result *results)
+{
+	struct result_set set = { .label = opt.label, .rows = results,
+				  .nrows = NBENCH };
+	size_t i;
+
 	print_header(out);
 	print_main_table(out, &set);
 	for (i = 0; i < ARRAY_SIZE(layouts); i++)
 		print_layout(out, &layouts[i], &set, 1);
 	fflush(out);
-
 	if (jf) {
 		write_json(jf, &set);
 		if (bench_json_close(jf, opt.json))
 			return 1;
 	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct request req;
+	static struct result results[NBENCH];
+	FILE *out = stdout, *jf;
+	int rc, failed;
+	size_t i;
+
+	bench_set_prog(argv[0]);
+	parse_options(argc, argv, &req);
+	if (req.list) {
+		for (i = 0; i < NBENCH; i++)
+			printf("%-20s %s\n", benches[i].name,
+			       benches[i].label);
+		return 0;
+	}
+	rc = check_available(&req);
+	if (rc)
+		return rc;
+	if (req.quick) {
+		opt.runs = 3;
+		opt.run_ms = 20;
+	}
+	if (req.runs > 0)
+		opt.runs = req.runs;
+	if (req.run_ms > 0)
+		opt.run_ms = req.run_ms;
+	resolve_file(argv[0] ? argv[0] : "", req.file);
+	jf = bench_json_open(opt.json, &out);
+
+	/* a dead echo child must fail a row, not kill us */
+	signal(SIGPIPE, SIG_IGN);
+	bench_gather_sysinfo(&sys);
+
+	failed = run_rows(&req, results);
+	if (report(out, jf, results))
+		return 1;
 	if (failed)
-		fprintf(stderr, "%s: some rows failed\n", prog);
+		fprintf(stderr, "%s: some rows failed\n", bench_prog);
 	return failed ? 1 : 0;
 }

@@ -304,13 +304,13 @@ static int loop_write(struct result *r, unsigned long nrec, int gen,
 	make_body(gen);
 	memcpy(buf, body, record);
 	if (!create)
-		t0 = now_ns();
+		t0 = bench_now_ns();
 	for (i = 0; i < n; i++) {
 		if (create) {
 			if (unlink(path) && errno != ENOENT)
 				return fail(r, "unlink %s: %s", path,
 					    strerror(errno));
-			t0 = now_ns();
+			t0 = bench_now_ns();
 		}
 		fd = open(path, flags, 0644);
 		if (fd < 0)
@@ -328,9 +328,9 @@ static int loop_write(struct result *r, unsigned long nrec, int gen,
 		if (close(fd))
 			return fail(r, "close: %s", strerror(errno));
 		if (create)
-			total += now_ns() - t0;
+			total += bench_now_ns() - t0;
 	}
-	*ns = create ? total : now_ns() - t0;
+	*ns = create ? total : bench_now_ns() - t0;
 	return 0;
 }
 
@@ -343,7 +343,7 @@ static int loop_read(struct result *r, unsigned long nrec, int gen,
 	ssize_t got;
 	int fd;
 
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (i = 0; i < n; i++) {
 		fd = open(path, O_RDONLY);
 		if (fd < 0)
@@ -359,7 +359,7 @@ static int loop_read(struct result *r, unsigned long nrec, int gen,
 		if (close(fd))
 			return fail(r, "close: %s", strerror(errno));
 	}
-	t1 = now_ns();
+	t1 = bench_now_ns();
 	if (bad) {
 		data_ok = 0;
 		return fail(r, "data mismatch: %lu records read back with a "
@@ -664,7 +664,7 @@ static void print_md(FILE *f, const struct result *res, int nres)
 			continue;
 		fprintf(f, "- FAILED: %lu KiB %s: ", res[i].size_kib,
 			op_name[res[i].op]);
-		md_text(f, res[i].reason);
+		bench_md_text(f, res[i].reason);
 		fputc('\n', f);
 	}
 }
@@ -675,17 +675,17 @@ static void write_json(FILE *f, const struct result *res, int nres)
 
 	bench_json_head(f, SCHEMA, opt.label, &sys);
 	fputs(", \"dir\": ", f);
-	json_str(f, dir_real);
+	bench_json_str(f, dir_real);
 	fputs(", \"fs\": ", f);
-	json_str(f, fsys.fs);
+	bench_json_str(f, fsys.fs);
 	fputs(", \"mount\": ", f);
 	if (fsys.mnt_point[0]) {
 		fputs("{\"source\": ", f);
-		json_str(f, fsys.mnt_source);
+		bench_json_str(f, fsys.mnt_source);
 		fputs(", \"point\": ", f);
-		json_str(f, fsys.mnt_point);
+		bench_json_str(f, fsys.mnt_point);
 		fputs(", \"options\": ", f);
-		json_str(f, fsys.mnt_opts);
+		bench_json_str(f, fsys.mnt_opts);
 		fputc('}', f);
 	} else {
 		fputs("null", f);
@@ -696,7 +696,7 @@ static void write_json(FILE *f, const struct result *res, int nres)
 		kml_kernel_mode() ? 0 : 3, kml_kernel_mode() ? "kernel" : "user",
 		opt.runs, opt.run_ms, opt.record_kib,
 		opt.fsync ? "true" : "false");
-	json_str(f, timed_text());
+	bench_json_str(f, timed_text());
 	fprintf(f, ", \"verified\": %s", data_ok ? "true" : "false");
 	fputs(", \"results\": [", f);
 	for (i = 0; i < nres; i++) {
@@ -706,7 +706,7 @@ static void write_json(FILE *f, const struct result *res, int nres)
 		fprintf(f, "%s\n  {\"size_kib\": %lu, \"op\": \"%s\", "
 			"\"status\": \"%s\", \"reason\": ", i ? "," : "",
 			r->size_kib, op_name[r->op], ok ? "ok" : "failed");
-		json_str(f, ok ? NULL : r->reason);
+		bench_json_str(f, ok ? NULL : r->reason);
 		fprintf(f, ", \"records\": %lu", r->size_kib / opt.record_kib);
 		if (ok && r->iters)
 			fprintf(f, ", \"iters\": %lu", r->iters);
@@ -755,7 +755,7 @@ static void usage(FILE *f)
 		"  -h, --help        this text\n"
 		"Exit status: 0 ok, 1 I/O error or data mismatch, 2 usage error,\n"
 		"3 not in the mode of --expect-mode.\n",
-		prog);
+		bench_prog);
 }
 
 static void parse_sizes(const char *list)
@@ -770,17 +770,17 @@ static void parse_sizes(const char *list)
 	opt.nsizes = 0;
 	if (!*list || list[strlen(list) - 1] == ',' || *list == ',' ||
 	    strstr(list, ",,"))
-		usage_error("--sizes '%s': a comma-separated list of sizes "
+		bench_usage_error("--sizes '%s': a comma-separated list of sizes "
 			    "in KiB", list);
 	for (tok = strtok_r(copy, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (opt.nsizes == MAX_SIZES)
-			usage_error("--sizes: at most %d sizes", MAX_SIZES);
-		opt.sizes[opt.nsizes] = parse_long("--sizes", tok, 1,
+			bench_usage_error("--sizes: at most %d sizes", MAX_SIZES);
+		opt.sizes[opt.nsizes] = bench_parse_long("--sizes", tok, 1,
 						     MAX_SIZE_KIB);
 		for (i = 0; i < opt.nsizes; i++)
 			if (opt.sizes[i] == opt.sizes[opt.nsizes])
-				usage_error("--sizes: %s KiB given twice", tok);
+				bench_usage_error("--sizes: %s KiB given twice", tok);
 		opt.nsizes++;
 	}
 	free(copy);
@@ -791,18 +791,26 @@ static void check_dir(const char *dir)
 	struct stat st;
 
 	if (stat(dir, &st))
-		usage_error("--dir %s: %s", dir, strerror(errno));
+		bench_usage_error("--dir %s: %s", dir, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		usage_error("--dir %s: not a directory", dir);
+		bench_usage_error("--dir %s: not a directory", dir);
 	if (!realpath(dir, dir_real))
-		usage_error("--dir %s: %s", dir, strerror(errno));
+		bench_usage_error("--dir %s: %s", dir, strerror(errno));
 	if ((size_t)snprintf(path, sizeof(path), "%s/kml-iobench.%ld.tmp",
 			     strcmp(dir_real, "/") ? dir_real : "",
 			     (long)getpid()) >= sizeof(path))
-		usage_error("--dir %s: path too long", dir);
+		bench_usage_error("--dir %s: path too long", dir);
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for, beyond the options in opt. */
+struct request {
+	const char *dir;	/* --dir */
+	int expect_kernel;	/* --expect-mode: 1 kernel, 0 user, -1 none */
+	int quick, runs, run_ms;	/* --quick, --runs, --run-ms (-1: none) */
+};
+
+/* The options into opt and req; usage errors exit with status 2. */
+static void parse_options(int argc, char **argv, struct request *req)
 {
 	enum { OPT_DIR = 256, OPT_SIZES, OPT_RECORD, OPT_RUNMS, OPT_FSYNC,
 	       OPT_EXPECT, OPT_INJECT };
@@ -818,39 +826,37 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 }
 	};
 	struct bench_common com = { .runs = -1, .usage = usage };
-	int run_ms = -1, expect_kernel = -1;
-	int ch, i, op, failed = 0, nres;
-	const char *dir = NULL;
-	struct result *res;
-	FILE *out = stdout, *jf = NULL;
+	int ch, i;
 	size_t k;
 
-	bench_set_prog(argv[0]);
 	for (k = 0; k < ARRAY_SIZE(default_sizes); k++)
 		opt.sizes[k] = default_sizes[k];
 	opt.nsizes = ARRAY_SIZE(default_sizes);
+	req->run_ms = -1;
+	req->expect_kernel = -1;
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_DIR:
 			if (!*optarg)
-				usage_error("--dir needs a directory");
-			dir = optarg;
+				bench_usage_error("--dir needs a directory");
+			req->dir = optarg;
 			break;
 		case OPT_SIZES:
 			parse_sizes(optarg);
 			break;
 		case OPT_RECORD:
-			opt.record_kib = parse_long("--record", optarg, 1,
+			opt.record_kib = bench_parse_long("--record", optarg, 1,
 						    MAX_RECORD_KIB);
 			break;
 		case OPT_RUNMS:
-			run_ms = parse_long("--run-ms", optarg, 1, 60000);
+			req->run_ms = bench_parse_long("--run-ms", optarg, 1,
+						       60000);
 			break;
 		case OPT_FSYNC:
 			opt.fsync = 1;
 			break;
 		case OPT_EXPECT:
-			expect_kernel = parse_expect_mode(optarg);
+			req->expect_kernel = bench_parse_expect_mode(optarg);
 			break;
 		case OPT_INJECT:
 			if (!strcmp(optarg, "write"))
@@ -858,7 +864,7 @@ int main(int argc, char **argv)
 			else if (!strcmp(optarg, "read"))
 				opt.inject = INJECT_READ;
 			else
-				usage_error("invalid --inject-corruption value "
+				bench_usage_error("invalid --inject-corruption value "
 					    "'%s' ('write' or 'read')", optarg);
 			break;
 		default:	/* --runs, --quick, --json, --label, -v, -h */
@@ -870,41 +876,40 @@ int main(int argc, char **argv)
 	opt.json = com.json;
 	opt.label = com.label;
 	opt.verbose = com.verbose;
-	if (!dir)
-		usage_error("--dir DIR is required (where to write the test "
+	req->quick = com.quick;
+	req->runs = com.runs;
+	if (!req->dir)
+		bench_usage_error("--dir DIR is required (where to write the test "
 			    "file)");
 	for (i = 0; i < opt.nsizes; i++)
 		if (opt.sizes[i] % opt.record_kib)
-			usage_error("file size %lu KiB is not a multiple of "
+			bench_usage_error("file size %lu KiB is not a multiple of "
 				    "the record size (%lu KiB)", opt.sizes[i],
 				    opt.record_kib);
-	check_dir(dir);
-	if (!in_expected_mode(expect_kernel))
-		return 3;
-	if (com.quick) {
-		opt.runs = 3;
-		opt.run_ms = 20;
-	}
-	if (com.runs > 0)
-		opt.runs = com.runs;
-	if (run_ms > 0)
-		opt.run_ms = run_ms;
+}
 
-	jf = bench_json_open(opt.json, &out);
+/* The record buffers and the results (*res, *nres); 0, or 1. */
+static int alloc_buffers(struct result **res, int *nres)
+{
 	record = opt.record_kib * 1024;
 	if (posix_memalign((void **)&buf, 4096, record))
 		buf = NULL;
 	if (posix_memalign((void **)&vbuf, 4096, record))
 		vbuf = NULL;
 	body = malloc(record);
-	nres = opt.nsizes * NOPS;
-	res = calloc(nres, sizeof(*res));
-	if (!buf || !vbuf || !body || !res) {
-		fprintf(stderr, "%s: out of memory\n", prog);
+	*nres = opt.nsizes * NOPS;
+	*res = calloc(*nres, sizeof(**res));
+	if (!buf || !vbuf || !body || !*res) {
+		fprintf(stderr, "%s: out of memory\n", bench_prog);
 		return 1;
 	}
-	gather_sysinfo(&sys);
-	find_fs();
+	return 0;
+}
+
+/* Every size's loops into res (NOPS results a size); 1 if one failed. */
+static int run_sizes(struct result *res)
+{
+	int i, op, failed = 0;
 
 	for (i = 0; i < opt.nsizes; i++) {
 		struct result *r = &res[i * NOPS];
@@ -927,7 +932,12 @@ int main(int argc, char **argv)
 		if (opt.verbose)
 			fputc('\n', stderr);
 	}
+	return failed;
+}
 
+/* The Markdown to out, the JSON to jf (if any); 0, or 1. */
+static int report(FILE *out, FILE *jf, const struct result *res, int nres)
+{
 	print_md(out, res, nres);
 	fflush(out);
 	if (jf) {
@@ -935,8 +945,41 @@ int main(int argc, char **argv)
 		if (bench_json_close(jf, opt.json))
 			return 1;
 	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct request req = { 0 };
+	struct result *res;
+	FILE *out = stdout, *jf;
+	int failed, nres;
+
+	bench_set_prog(argv[0]);
+	parse_options(argc, argv, &req);
+	check_dir(req.dir);
+	if (!bench_in_expected_mode(req.expect_kernel))
+		return 3;
+	if (req.quick) {
+		opt.runs = 3;
+		opt.run_ms = 20;
+	}
+	if (req.runs > 0)
+		opt.runs = req.runs;
+	if (req.run_ms > 0)
+		opt.run_ms = req.run_ms;
+
+	jf = bench_json_open(opt.json, &out);
+	if (alloc_buffers(&res, &nres))
+		return 1;
+	bench_gather_sysinfo(&sys);
+	find_fs();
+
+	failed = run_sizes(res);
+	if (report(out, jf, res, nres))
+		return 1;
 	if (failed)
-		fprintf(stderr, "%s: %s\n", prog, data_ok ? "I/O failed" :
+		fprintf(stderr, "%s: %s\n", bench_prog, data_ok ? "I/O failed" :
 			"data mismatch: what was read is not what was "
 			"written");
 	return failed ? 1 : 0;

@@ -196,7 +196,7 @@ static int reap(char *why, const char *who, pid_t pid)
 
 static int t_syscall(struct sample *s, double dur)
 {
-	double t0 = now_ns(), end = t0 + dur, t;
+	double t0 = bench_now_ns(), end = t0 + dur, t;
 	unsigned long n = 0;
 	int i, fd;
 
@@ -212,7 +212,7 @@ static int t_syscall(struct sample *s, double dur)
 			umask(022);
 		}
 		n += SYSCALL_BATCH;
-	} while ((t = now_ns()) < end);
+	} while ((t = bench_now_ns()) < end);
 	s->ops = n;
 	s->ns = t - t0;
 	return 0;
@@ -229,7 +229,7 @@ static int t_pipe(struct sample *s, double dur)
 	memset(buf, 'k', sizeof(buf));
 	if (pipe(p))
 		return fail(s->why, "pipe: %s", strerror(errno));
-	t = t0 = now_ns();
+	t = t0 = bench_now_ns();
 	end = t0 + dur;
 	do {
 		r = write(p[1], buf, sizeof(buf));
@@ -243,7 +243,7 @@ static int t_pipe(struct sample *s, double dur)
 			break;
 		}
 		n++;
-	} while ((t = now_ns()) < end);
+	} while ((t = bench_now_ns()) < end);
 	close(p[0]);
 	close(p[1]);
 	s->ops = n;
@@ -263,13 +263,13 @@ static void __attribute__((noreturn)) context1_child(int in, int out)
 		if (r == 0)
 			_exit(0);
 		if (r != sizeof(v)) {
-			fprintf(stderr, "%s: context1: child: read: %s\n", prog,
+			fprintf(stderr, "%s: context1: child: read: %s\n", bench_prog,
 				r < 0 ? strerror(errno) : "short read");
 			_exit(EXIT_CHILD_IO);
 		}
 		if (v != want) {
 			fprintf(stderr, "%s: context1: child: got %llu, "
-				"expected %llu\n", prog, (unsigned long long)v,
+				"expected %llu\n", bench_prog, (unsigned long long)v,
 				(unsigned long long)want);
 			_exit(EXIT_CHILD_SEQ);
 		}
@@ -277,7 +277,7 @@ static void __attribute__((noreturn)) context1_child(int in, int out)
 			v += 7;
 		if (write(out, &v, sizeof(v)) != sizeof(v)) {
 			fprintf(stderr, "%s: context1: child: write: %s\n",
-				prog, strerror(errno));
+				bench_prog, strerror(errno));
 			_exit(EXIT_CHILD_IO);
 		}
 	}
@@ -312,7 +312,7 @@ static int t_context1(struct sample *s, double dur)
 		close(from[0]);
 		return fail(s->why, "fork: %s", strerror(errno));
 	}
-	t = t0 = now_ns();
+	t = t0 = bench_now_ns();
 	end = t0 + dur;
 	do {
 		r = write(to[1], &seq, sizeof(seq));
@@ -332,7 +332,7 @@ static int t_context1(struct sample *s, double dur)
 			break;
 		}
 		seq++;
-	} while ((t = now_ns()) < end);
+	} while ((t = bench_now_ns()) < end);
 	/* the child's end of file (or EPIPE, if it is writing) */
 	close(to[1]);
 	close(from[0]);
@@ -352,7 +352,7 @@ static int t_context1(struct sample *s, double dur)
 
 static int t_spawn(struct sample *s, double dur)
 {
-	double t0 = now_ns(), end = t0 + dur, t;
+	double t0 = bench_now_ns(), end = t0 + dur, t;
 	unsigned long n = 0;
 	pid_t pid;
 
@@ -365,7 +365,7 @@ static int t_spawn(struct sample *s, double dur)
 		if (reap(s->why, "a child", pid))
 			return -1;
 		n++;
-	} while ((t = now_ns()) < end);
+	} while ((t = bench_now_ns()) < end);
 	s->ops = n;
 	s->ns = t - t0;
 	return 0;
@@ -379,14 +379,14 @@ static void __attribute__((noreturn)) execl_next(const char *exe,
 
 	snprintf(arg, sizeof(arg), "%lu", left);
 	execl(exe, exe, EXECL_OPT, arg, (char *)NULL);
-	fprintf(stderr, "%s: execl: exec %s: %s\n", prog, exe, strerror(errno));
+	fprintf(stderr, "%s: execl: exec %s: %s\n", bench_prog, exe, strerror(errno));
 	_exit(EXIT_EXEC);
 }
 
 /* A chain of n execs in a child; its time from fork to waitpid in *ns. */
 static int execl_chain(struct sample *s, unsigned long n, double *ns)
 {
-	double t0 = now_ns();
+	double t0 = bench_now_ns();
 	pid_t pid;
 
 	pid = fork();
@@ -396,13 +396,13 @@ static int execl_chain(struct sample *s, unsigned long n, double *ns)
 		execl_next(self_exe, n - 1);
 	if (reap(s->why, "the exec chain", pid))
 		return -1;
-	*ns = now_ns() - t0;
+	*ns = bench_now_ns() - t0;
 	return 0;
 }
 
 static int t_execl(struct sample *s, double dur)
 {
-	double t0 = now_ns(), end = t0 + dur, ns = 0, t, want;
+	double t0 = bench_now_ns(), end = t0 + dur, ns = 0, t, want;
 	unsigned long n = 4, total = 0;
 
 	do {
@@ -412,7 +412,7 @@ static int t_execl(struct sample *s, double dur)
 		/* the next chains: about a tenth of the duration each */
 		want = ns > 0 ? n * (dur / 10) / ns : 1;
 		n = want < 1 ? 1 : want > 100000 ? 100000 : (unsigned long)want;
-	} while ((t = now_ns()) < end);
+	} while ((t = bench_now_ns()) < end);
 	s->ops = total;
 	s->ns = t - t0;
 	return 0;
@@ -531,7 +531,7 @@ static atomic_int idle_started;	/* threads that have begun to run */
  */
 static int wait_tasks(int want, int asleep, const char *what)
 {
-	double t0 = now_ns();
+	double t0 = bench_now_ns();
 	int n, sl, started;
 
 	for (;;) {
@@ -542,7 +542,7 @@ static int wait_tasks(int want, int asleep, const char *what)
 		started = atomic_load(&idle_started);
 		if (n == want && (!asleep || (sl == want && started == want)))
 			return 0;
-		if (now_ns() - t0 > SETTLE_NS)
+		if (bench_now_ns() - t0 > SETTLE_NS)
 			return fail(idle_why(), "%s: after %.0f s, %d threads "
 				    "(%d wanted), %d started, %d asleep", what,
 				    SETTLE_NS / 1e9, n, want, started, sl);
@@ -567,7 +567,7 @@ static void *idle_thread(void *arg)
  */
 static void wait_returned(void)
 {
-	double t0 = now_ns(), changed = t0, t;
+	double t0 = bench_now_ns(), changed = t0, t;
 	long long last;
 
 	read_mem(&idle.after);
@@ -577,7 +577,7 @@ static void wait_returned(void)
 		usleep(20000);
 		last = idle.after.kstack_kib;
 		read_mem(&idle.after);
-		t = now_ns();
+		t = bench_now_ns();
 		if (idle.after.kstack_kib != last)
 			changed = t;
 	} while (t - changed < RETURN_QUIET_NS && t - t0 < RETURN_MAX_NS);
@@ -634,7 +634,7 @@ static void run_idle(void)
 	e = pthread_attr_setstacksize(&attr, THREAD_STACK);
 	if (e)
 		fail(idle_why(), "pthread_attr_setstacksize: %s", strerror(e));
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (i = 0; !e && i < opt.threads; i++) {
 		e = pthread_create(&th[i], &attr, idle_thread, NULL);
 		if (e)
@@ -645,16 +645,16 @@ static void run_idle(void)
 	}
 	pthread_attr_destroy(&attr);
 	if (!e && !wait_tasks(opt.threads, 1, "blocking")) {
-		idle.settle_ms = (now_ns() - t0) / 1e6;
+		idle.settle_ms = (bench_now_ns() - t0) / 1e6;
 		read_mem(&idle.blocked);
 		idle.ok = idle.before.kstack_kib >= 0;
 	}
 	if (release_threads(th, idle.created) ||
 	    wait_tasks(0, 0, "after the join: threads left"))
 		idle.ok = 0;
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	wait_returned();
-	idle.return_ms = (now_ns() - t0) / 1e6;
+	idle.return_ms = (bench_now_ns() - t0) / 1e6;
 	free(th);
 }
 
@@ -733,7 +733,7 @@ static void print_md(FILE *f, const struct result *res)
 		if (!res[i].selected || res[i].ok)
 			continue;
 		fprintf(f, "- FAILED: %s: ", res[i].t->name);
-		md_text(f, res[i].reason);
+		bench_md_text(f, res[i].reason);
 		fputc('\n', f);
 	}
 	if (!opt.idle)
@@ -743,7 +743,7 @@ static void print_md(FILE *f, const struct result *res)
 		THREAD_STACK / 1024);
 	if (!idle.ok) {
 		fprintf(f, "- FAILED: %s: ", IDLE_NAME);
-		md_text(f, idle.reason);
+		bench_md_text(f, idle.reason);
 		fputs("\n", f);
 		if (!idle.created)
 			return;
@@ -797,7 +797,7 @@ static void write_idle_json(FILE *f)
 	}
 	fprintf(f, "{\"status\": \"%s\", \"reason\": ", idle.ok ? "ok" :
 		"failed");
-	json_str(f, idle.ok ? NULL : idle.reason);
+	bench_json_str(f, idle.ok ? NULL : idle.reason);
 	fprintf(f, ", \"threads\": %d, \"created\": %d, \"stack_kib\": %d, "
 		"\"page_kib\": %ld", opt.threads, idle.created,
 		THREAD_STACK / 1024, sysconf(_SC_PAGESIZE) / 1024);
@@ -828,12 +828,12 @@ static void write_json(FILE *f, const struct result *res)
 
 	bench_json_head(f, SCHEMA, opt.label, &sys);
 	fputs(", \"dynamic_kstacks\": ", f);
-	json_str(f, have_dyn_param ? dyn_param : NULL);
+	bench_json_str(f, have_dyn_param ? dyn_param : NULL);
 	fprintf(f, ", \"dynamic_kstacks_on\": %s, \"runs\": %d, "
 		"\"duration_ms\": %d, \"exe\": ",
 		have_dyn_param && !strcmp(dyn_param, "on") ? "true" : "false",
 		opt.runs, opt.duration_ms);
-	json_str(f, self_exe);
+	bench_json_str(f, self_exe);
 	fputs(", \"tests\": [", f);
 	for (i = 0; i < NTESTS; i++) {
 		const struct result *r = &res[i];
@@ -842,14 +842,14 @@ static void write_json(FILE *f, const struct result *res)
 			continue;
 		fprintf(f, "%s\n  {\"name\": ", first ? "" : ",");
 		first = 0;
-		json_str(f, r->t->name);
+		bench_json_str(f, r->t->name);
 		fputs(", \"label\": ", f);
-		json_str(f, r->t->label);
+		bench_json_str(f, r->t->label);
 		fputs(", \"unit\": ", f);
-		json_str(f, r->t->unit);
+		bench_json_str(f, r->t->unit);
 		fprintf(f, ", \"status\": \"%s\", \"reason\": ",
 			r->ok ? "ok" : "failed");
-		json_str(f, r->ok ? NULL : r->reason);
+		bench_json_str(f, r->ok ? NULL : r->reason);
 		bench_json_num(f, "ops_s_median", r->median, r->ok);
 		bench_json_num(f, "ops_s_min", r->min, r->ok);
 		bench_json_num(f, "ops_s_max", r->max, r->ok);
@@ -878,7 +878,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: %s [options]\n"
 		"  --only LIST       comma-separated tests (default: all): ",
-		prog);
+		bench_prog);
 	for (i = 0; i < NTESTS; i++)
 		fprintf(f, "%s ", tests[i].name);
 	fprintf(f, IDLE_NAME "\n"
@@ -920,7 +920,7 @@ static void parse_only(const char *list, struct result *res)
 	}
 	if (!*list || *list == ',' || list[strlen(list) - 1] == ',' ||
 	    strstr(list, ",,"))
-		usage_error("--only '%s': a comma-separated list of tests", list);
+		bench_usage_error("--only '%s': a comma-separated list of tests", list);
 	for (i = 0; i < NTESTS; i++)
 		res[i].selected = 0;
 	opt.idle = 0;
@@ -933,7 +933,7 @@ static void parse_only(const char *list, struct result *res)
 		for (i = 0; i < NTESTS && strcmp(tok, tests[i].name); i++)
 			;
 		if (i == NTESTS)
-			usage_error("--only: unknown test '%s' (--list)", tok);
+			bench_usage_error("--only: unknown test '%s' (--list)", tok);
 		res[i].selected = 1;
 	}
 	free(copy);
@@ -959,17 +959,18 @@ static int execl_child(int argc, char **argv)
 	unsigned long left;
 
 	if (argc != 3)
-		usage_error(EXECL_OPT " takes one number");
+		bench_usage_error(EXECL_OPT " takes one number");
 	errno = 0;
 	left = strtoul(argv[2], &end, 10);
 	if (errno || end == argv[2] || *end)
-		usage_error(EXECL_OPT " '%s': not a number", argv[2]);
+		bench_usage_error(EXECL_OPT " '%s': not a number", argv[2]);
 	if (!left)
 		return 0;
 	execl_next(argv[0], left - 1);
 }
 
-int main(int argc, char **argv)
+/* The options into opt and res (--only); usage errors exit with 2. */
+static void parse_options(int argc, char **argv, struct result *res)
 {
 	enum { OPT_ONLY = 256, OPT_LIST, OPT_DUR, OPT_THREADS, OPT_INJECT };
 	static const struct option lopts[] = {
@@ -981,21 +982,9 @@ int main(int argc, char **argv)
 		BENCH_COMMON_OPTIONS,
 		{ NULL, 0, NULL, 0 }
 	};
-	struct result res[NTESTS];
 	struct bench_common com = { .runs = -1, .usage = usage };
-	int dur = -1, ch, failed = 0;
-	FILE *out = stdout, *jf;
-	double *mem;
-	size_t i;
+	int dur = -1, ch;
 
-	bench_set_prog(argv[0]);
-	if (argc > 1 && !strcmp(argv[1], EXECL_OPT))
-		return execl_child(argc, argv);
-	memset(res, 0, sizeof(res));
-	for (i = 0; i < NTESTS; i++) {
-		res[i].t = &tests[i];
-		res[i].selected = 1;
-	}
 	opt.idle = 1;
 	while ((ch = getopt_long(argc, argv, "vh", lopts, NULL)) != -1) {
 		switch (ch) {
@@ -1004,12 +993,12 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LIST:
 			list_tests();
-			return 0;
+			exit(0);
 		case OPT_DUR:
-			dur = parse_long("--duration-ms", optarg, 1, 600000);
+			dur = bench_parse_long("--duration-ms", optarg, 1, 600000);
 			break;
 		case OPT_THREADS:
-			opt.threads = parse_long("--threads", optarg, 1,
+			opt.threads = bench_parse_long("--threads", optarg, 1,
 						 MAX_THREADS);
 			break;
 		case OPT_INJECT:
@@ -1026,23 +1015,30 @@ int main(int argc, char **argv)
 	opt.json = com.json;
 	opt.label = com.label;
 	opt.verbose = com.verbose;
-	jf = bench_json_open(opt.json, &out);
-	mem = calloc((size_t)NTESTS * 2 * opt.runs, sizeof(*mem));
-	if (!mem) {
-		fprintf(stderr, "%s: out of memory\n", prog);
-		return 1;
-	}
+}
+
+/* Descriptor 0, SIGPIPE, the system description; 0, or 1. */
+static int prepare(const char *argv0)
+{
 	/* dup(0) needs a descriptor 0 */
 	if (fcntl(0, F_GETFD) < 0 && open("/dev/null", O_RDONLY) != 0) {
 		fprintf(stderr, "%s: no standard input and no /dev/null\n",
-			prog);
+			bench_prog);
 		return 1;
 	}
 	signal(SIGPIPE, SIG_IGN);	/* a dead child fails a test */
-	gather_sysinfo(&sys);
-	have_dyn_param = cmdline_param(&sys, "dynamic_kstacks", dyn_param,
+	bench_gather_sysinfo(&sys);
+	have_dyn_param = bench_cmdline_param(&sys, "dynamic_kstacks", dyn_param,
 				       sizeof(dyn_param));
-	find_self(argv[0]);
+	find_self(argv0);
+	return 0;
+}
+
+/* The selected system tests (their runs' ops/s in mem); 1 if one failed. */
+static int run_tests(struct result *res, double *mem)
+{
+	int failed = 0;
+	size_t i;
 
 	for (i = 0; i < NTESTS; i++) {
 		struct result *r = &res[i];
@@ -1056,26 +1052,62 @@ int main(int argc, char **argv)
 		if (!r->ok) {
 			failed = 1;
 			fprintf(stderr, "%s%s: %s: %s\n", opt.verbose ? "\n" :
-				"", prog, r->t->name, r->reason);
+				"", bench_prog, r->t->name, r->reason);
 		} else if (opt.verbose) {
 			fprintf(stderr, "; median %.0f\n", r->median);
 		}
 	}
-	if (opt.idle) {
-		if (opt.verbose)
-			fprintf(stderr, "%s: %d threads ...\n", IDLE_NAME,
-				opt.threads);
-		run_idle();
-		if (!idle.ok) {
-			failed = 1;
-			fprintf(stderr, "%s: %s: %s\n", prog, IDLE_NAME,
-				idle.reason);
-		} else if (opt.verbose) {
-			fprintf(stderr, "%s: KernelStack %lld -> %lld -> %lld "
-				"KiB\n", IDLE_NAME, idle.before.kstack_kib,
-				idle.blocked.kstack_kib, idle.after.kstack_kib);
-		}
+	return failed;
+}
+
+/* The kernel-stack memory of idle threads (unless --only); 1 if it failed. */
+static int run_idle_threads(void)
+{
+	if (!opt.idle)
+		return 0;
+	if (opt.verbose)
+		fprintf(stderr, "%s: %d threads ...\n", IDLE_NAME, opt.threads);
+	run_idle();
+	if (!idle.ok) {
+		fprintf(stderr, "%s: %s: %s\n", bench_prog, IDLE_NAME,
+			idle.reason);
+		return 1;
 	}
+	if (opt.verbose)
+		fprintf(stderr, "%s: KernelStack %lld -> %lld -> %lld KiB\n",
+			IDLE_NAME, idle.before.kstack_kib,
+			idle.blocked.kstack_kib, idle.after.kstack_kib);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct result res[NTESTS];
+	FILE *out = stdout, *jf;
+	int failed;
+	double *mem;
+	size_t i;
+
+	bench_set_prog(argv[0]);
+	if (argc > 1 && !strcmp(argv[1], EXECL_OPT))
+		return execl_child(argc, argv);
+	memset(res, 0, sizeof(res));
+	for (i = 0; i < NTESTS; i++) {
+		res[i].t = &tests[i];
+		res[i].selected = 1;
+	}
+	parse_options(argc, argv, res);
+	jf = bench_json_open(opt.json, &out);
+	mem = calloc((size_t)NTESTS * 2 * opt.runs, sizeof(*mem));
+	if (!mem) {
+		fprintf(stderr, "%s: out of memory\n", bench_prog);
+		return 1;
+	}
+	if (prepare(argv[0]))
+		return 1;
+
+	failed = run_tests(res, mem);
+	failed |= run_idle_threads();
 
 	print_md(out, res);
 	fflush(out);

@@ -106,63 +106,6 @@ static long raw_kernelcall(void *block)
 	return kml_syscall2(SYS_arch_prctl, ARCH_KML_KERNELCALL, (long)block);
 }
 
-/* Run argv with stdout+stderr into out; exit status, or -1. */
-static int run_capture(char *const argv[], char *const envp[], char *out,
-		       size_t size, pid_t *pidp)
-{
-	int p[2], status;
-	size_t n = 0;
-	ssize_t r;
-	pid_t pid;
-
-	if (pipe(p))
-		return -1;
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (!pid) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		if (envp)
-			execve(argv[0], argv, envp);
-		else
-			execv(argv[0], argv);
-		printf("exec %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	if (pidp)
-		*pidp = pid;
-	close(p[1]);
-	while ((r = read(p[0], out + n, size - 1 - n)) > 0)
-		n += (size_t)r;
-	out[n] = '\0';
-	close(p[0]);
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
-}
-
-/* Program output, indented as TAP diagnostics ("# " on every line). */
-static const char *quoted(const char *out)
-{
-	static char q[1 << 17];
-	size_t n = 0;
-
-	for (; *out && n + 4 < sizeof(q); out++) {
-		q[n++] = *out;
-		if (*out == '\n' && out[1]) {
-			q[n++] = '#';
-			q[n++] = ' ';
-		}
-	}
-	q[n] = '\0';
-	return q;
-}
-
 /* ---- kallsyms parser (any mode, any kernel) --------------------------- */
 
 static char *write_tmp(const char *text)
@@ -448,8 +391,8 @@ TEST(kernelcall_refused_in_user_mode)
 	/* from kernel mode: this program's copy outside /trusted */
 	if (access(USER_COPY, X_OK))
 		SKIP(return, "no user-mode copy at %s", USER_COPY);
-	rc = run_capture(argv, envp, out, sizeof(out), NULL);
-	EXPECT_EQ(0, rc) TH_LOG("helper output: %s", quoted(out));
+	rc = kml_run_capture(argv, envp, out, sizeof(out), NULL);
+	EXPECT_EQ(0, rc) TH_LOG("helper output: %s", kml_quoted(out));
 }
 
 /* ---- kernel calls (kernel mode) --------------------------------------- */
@@ -885,62 +828,91 @@ static void *named_thread(void *arg)
 
 #define PROC_MAX	32768
 
-TEST(kml_ps_agrees_with_proc)
-{
-	static struct proc_entry before[PROC_MAX], after[PROC_MAX];
-	static struct ps_line ps[MAX_PS];
-	static char out[1 << 18];
-	char *argv[] = { KML_PS, NULL }, names[3][16], tname[16];
-	pid_t kids[3], ps_pid = 0, tid;
-	unsigned long thread_size = 0;
-	int i, n, rc, checked = 0, kthreads = 0;
+/*
+ * Three sleepers with names of their own and a thread with a name, for
+ * kml-ps to list; the teardown stops and reaps them, also when an ASSERT
+ * ends the test early.
+ */
+FIXTURE(kml_ps) {
+	pid_t kids[3];
+	char names[3][16], tname[16];
 	pthread_t th;
-	const struct ps_line *p;
+	int have_thread;
+};
 
-	NEED_KML_KERNEL();
-	if (access(KML_PS, X_OK))
-		SKIP(return, "%s is not installed", KML_PS);
-	/* three sleepers with names of their own, and a named thread */
+FIXTURE_SETUP(kml_ps)
+{
+	int i;
+
+	if (!kml_kernel() || access(KML_PS, X_OK))
+		return;			/* the test skips */
 	for (i = 0; i < 3; i++) {
-		snprintf(names[i], sizeof(names[i]), "klps%d-%d", i, getpid() % 100000);
-		kids[i] = fork();
-		ASSERT_LE(0, kids[i]);
-		if (!kids[i]) {
-			prctl(PR_SET_NAME, names[i]);
+		snprintf(self->names[i], sizeof(self->names[i]), "klps%d-%d", i,
+			 getpid() % 100000);
+		self->kids[i] = fork();
+		ASSERT_LE(0, self->kids[i]);
+		if (!self->kids[i]) {
+			prctl(PR_SET_NAME, self->names[i]);
 			for (;;)
 				pause();
 		}
 	}
-	snprintf(tname, sizeof(tname), "klthr-%d", getpid() % 100000);
+	snprintf(self->tname, sizeof(self->tname), "klthr-%d", getpid() % 100000);
 	thread_stop = 0;
-	ASSERT_EQ(0, pthread_create(&th, NULL, named_thread, tname));
+	ASSERT_EQ(0, pthread_create(&self->th, NULL, named_thread, self->tname));
+	self->have_thread = 1;
 	for (i = 0; i < 500; i++) {	/* until the names are set */
 		char path[64], buf[32];
 		int j, ok = 1;
 
 		for (j = 0; j < 3; j++) {
-			snprintf(path, sizeof(path), "/proc/%d/comm", kids[j]);
+			snprintf(path, sizeof(path), "/proc/%d/comm", self->kids[j]);
 			ok &= kml_read_file(path, buf, sizeof(buf)) > 0 &&
-			      !strncmp(buf, names[j], strlen(names[j]));
+			      !strncmp(buf, self->names[j], strlen(self->names[j]));
 		}
 		if (ok)
 			break;
 		usleep(10000);
 	}
 	usleep(100000);		/* let the sleepers reach pause() */
+}
 
-	proc_snapshot(before, PROC_MAX);
-	rc = run_capture(argv, NULL, out, sizeof(out), &ps_pid);
-	proc_snapshot(after, PROC_MAX);
-	thread_stop = 1;
-	pthread_join(th, NULL);
-	for (i = 0; i < 3; i++) {
-		kill(kids[i], SIGKILL);
-		waitpid(kids[i], NULL, 0);
+FIXTURE_TEARDOWN(kml_ps)
+{
+	int i;
+
+	if (self->have_thread) {
+		thread_stop = 1;
+		pthread_join(self->th, NULL);
 	}
-	ASSERT_EQ(0, rc) TH_LOG("kml-ps: %s", quoted(out));
+	for (i = 0; i < 3; i++) {
+		if (self->kids[i] <= 0)
+			continue;
+		kill(self->kids[i], SIGKILL);
+		waitpid(self->kids[i], NULL, 0);
+	}
+}
+
+TEST_F(kml_ps, agrees_with_proc)
+{
+	static struct proc_entry before[PROC_MAX], after[PROC_MAX];
+	static struct ps_line ps[MAX_PS];
+	static char out[1 << 18];
+	char *argv[] = { KML_PS, NULL };
+	pid_t ps_pid = 0, tid;
+	unsigned long thread_size = 0;
+	int i, n, rc, checked = 0, kthreads = 0;
+	const struct ps_line *p;
+
+	NEED_KML_KERNEL();
+	if (access(KML_PS, X_OK))
+		SKIP(return, "%s is not installed", KML_PS);
+	proc_snapshot(before, PROC_MAX);
+	rc = kml_run_capture(argv, NULL, out, sizeof(out), &ps_pid);
+	proc_snapshot(after, PROC_MAX);
+	ASSERT_EQ(0, rc) TH_LOG("kml-ps: %s", kml_quoted(out));
 	n = parse_ps(out, ps, MAX_PS, &thread_size);
-	ASSERT_LT(0, n) TH_LOG("kml-ps output does not parse: %s", quoted(out));
+	ASSERT_LT(0, n) TH_LOG("kml-ps output does not parse: %s", kml_quoted(out));
 	ASSERT_LE(4096, thread_size);
 
 	/* the idle task, this process, the sleepers, the thread */
@@ -955,9 +927,9 @@ TEST(kml_ps_agrees_with_proc)
 	EXPECT_STREQ("kml-ps", p->comm);
 	EXPECT_EQ('R', p->state);
 	for (i = 0; i < 3; i++) {
-		p = ps_find(ps, n, kids[i], kids[i]);
-		ASSERT_NE(NULL, p) TH_LOG("sleeper %d not listed", kids[i]);
-		EXPECT_STREQ(names[i], p->comm);
+		p = ps_find(ps, n, self->kids[i], self->kids[i]);
+		ASSERT_NE(NULL, p) TH_LOG("sleeper %d not listed", self->kids[i]);
+		EXPECT_STREQ(self->names[i], p->comm);
 		EXPECT_EQ('S', p->state);
 		EXPECT_LT(0, p->stack);
 		EXPECT_GE((long)thread_size, p->stack);
@@ -965,9 +937,9 @@ TEST(kml_ps_agrees_with_proc)
 	tid = 0;
 	for (i = 0; i < n; i++)
 		if (ps[i].tgid == getpid() && ps[i].pid != getpid() &&
-		    !strcmp(ps[i].comm, tname))
+		    !strcmp(ps[i].comm, self->tname))
 			tid = ps[i].pid;
-	EXPECT_NE(0, tid) TH_LOG("thread %s of %d not listed", tname, getpid());
+	EXPECT_NE(0, tid) TH_LOG("thread %s of %d not listed", self->tname, getpid());
 
 	/* every process that lived through the check, with the same name */
 	for (i = 1; i < PROC_MAX; i++) {
@@ -1005,8 +977,8 @@ TEST(kml_ps_refuses_in_user_mode)
 
 	if (access(KML_PS_USER, X_OK))
 		SKIP(return, "%s is not installed", KML_PS_USER);
-	EXPECT_EQ(2, run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(2, kml_run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", kml_quoted(out));
 }
 
 /* ---- kml-udp (any mode: it runs from /trusted) ------------------------- */
@@ -1047,7 +1019,7 @@ static int run_udp(char *out, size_t size, const char *extra, const char *arg)
 		argv[n++] = (char *)arg;
 	}
 	argv[n] = NULL;
-	return run_capture(argv, NULL, out, size, NULL);
+	return kml_run_capture(argv, NULL, out, size, NULL);
 }
 
 TEST(kml_udp_delivers_every_payload)
@@ -1059,16 +1031,16 @@ TEST(kml_udp_delivers_every_payload)
 	NEED_KML_KERNEL();
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
-	ASSERT_EQ(0, run_udp(out, sizeof(out), NULL, NULL)) TH_LOG("%s", quoted(out));
-	ASSERT_EQ(3, udp_counts(out, good, sent)) TH_LOG("%s", quoted(out));
+	ASSERT_EQ(0, run_udp(out, sizeof(out), NULL, NULL)) TH_LOG("%s", kml_quoted(out));
+	ASSERT_EQ(3, udp_counts(out, good, sent)) TH_LOG("%s", kml_quoted(out));
 	for (i = 0; i < 3; i++) {
 		EXPECT_EQ(sent[i], good[i]);
 		EXPECT_LE(4 * 20, sent[i]);	/* warm-up + 3 runs, at least */
 	}
-	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 0 missing")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "| kernel_sendmsg() |")) TH_LOG("%s", quoted(out));
+	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 0 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "| kernel_sendmsg() |")) TH_LOG("%s", kml_quoted(out));
 	EXPECT_NE(NULL, strstr(out, "Delay for sending 20, 1500-byte packets"))
-		TH_LOG("%s", quoted(out));
+		TH_LOG("%s", kml_quoted(out));
 }
 
 TEST(kml_udp_detects_a_corrupted_payload)
@@ -1078,9 +1050,9 @@ TEST(kml_udp_detects_a_corrupted_payload)
 	NEED_KML_KERNEL();
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
-	EXPECT_EQ(1, run_udp(out, sizeof(out), "--corrupt", "5")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "3 bad, 0 duplicate, 0 missing")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "datagram 5: payload differs")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(1, run_udp(out, sizeof(out), "--corrupt", "5")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "3 bad, 0 duplicate, 0 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "datagram 5: payload differs")) TH_LOG("%s", kml_quoted(out));
 }
 
 TEST(kml_udp_detects_a_missing_datagram)
@@ -1090,9 +1062,9 @@ TEST(kml_udp_detects_a_missing_datagram)
 	NEED_KML_KERNEL();
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
-	EXPECT_EQ(1, run_udp(out, sizeof(out), "--drop", "7")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 3 missing")) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "datagram 7 never arrived")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(1, run_udp(out, sizeof(out), "--drop", "7")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 3 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "datagram 7 never arrived")) TH_LOG("%s", kml_quoted(out));
 }
 
 TEST(kml_udp_refuses_in_user_mode)
@@ -1101,8 +1073,8 @@ TEST(kml_udp_refuses_in_user_mode)
 
 	if (access(KML_UDP_USER, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP_USER);
-	EXPECT_EQ(2, run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", quoted(out));
-	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", quoted(out));
+	EXPECT_EQ(2, kml_run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", kml_quoted(out));
 }
 
 int main(int argc, char **argv)

@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers shared by the kml guest tests: reading small files and the
- * kml.* parameters ./kml passes on the kernel command line.
+ * Helpers shared by the kml guest tests, all named kml_*: reading small
+ * files, the kernel command line (the one parser of /proc/cmdline in the
+ * tests), CPU flags, the CPL, running a program and capturing its output.
  */
 #ifndef KML_UTIL_H
 #define KML_UTIL_H
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/types.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 
 /* Read a whole (small) file into buf; returns length or -1. */
 static inline long kml_read_file(const char *path, char *buf, size_t size)
@@ -100,6 +104,63 @@ static inline int kml_kernel(void)
 		return 0;
 	n = strlen(u.release);
 	return n > 4 && !strcmp(u.release + n - 4, "-kml");
+}
+
+/* Run argv with stdout+stderr into out; exit status, or -1. */
+static inline int kml_run_capture(char *const argv[], char *const envp[],
+				  char *out, size_t size, pid_t *pidp)
+{
+	int p[2], status;
+	size_t n = 0;
+	ssize_t r;
+	pid_t pid;
+
+	if (pipe(p))
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		if (envp)
+			execve(argv[0], argv, envp);
+		else
+			execv(argv[0], argv);
+		printf("exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	if (pidp)
+		*pidp = pid;
+	close(p[1]);
+	while ((r = read(p[0], out + n, size - 1 - n)) > 0)
+		n += (size_t)r;
+	out[n] = '\0';
+	close(p[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		return -1;
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
+/* Program output, indented as TAP diagnostics ("# " on every line). */
+static inline const char *kml_quoted(const char *out)
+{
+	static char q[1 << 17];
+	size_t n = 0;
+
+	for (; *out && n + 4 < sizeof(q); out++) {
+		q[n++] = *out;
+		if (*out == '\n' && out[1]) {
+			q[n++] = '#';
+			q[n++] = ' ';
+		}
+	}
+	q[n] = '\0';
+	return q;
 }
 
 #endif /* KML_UTIL_H */

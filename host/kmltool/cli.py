@@ -1,6 +1,5 @@
 """Command line of ./kml."""
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -8,7 +7,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import bench, initramfs, kbuild, kstackbench, patches, paths, qemu, setup
+from kmlverify.cli import main as verify_main
+
+from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
+from . import setup
+from .guestrun import Mode, Spec, Status
 from .paths import KmlError
 from .util import say
 
@@ -23,12 +26,11 @@ TEST_CONFIGS = {
     "smp2-pti-off-dks": (2, "pti=off dynamic_kstacks=on"),
 }
 DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-on-dks", "smp2-pti-off-dks"]
-DEMO_SCRIPT = (
-    'echo "== kml-probe from /usr/lib/kml (user mode):"; /usr/lib/kml/kml-probe info; '
-    'cp /usr/lib/kml/kml-probe /trusted/ && '
-    'echo "== the same program from /trusted (kernel mode):" && '
-    '/trusted/kml-probe info || exit $?; '
-    'grep KernelMode /proc/self/status | sed "s/^/== this shell: /"; echo; ')
+# The demo: one program as installed and from /trusted (CPL 3, then CPL 0)
+DEMO = (Spec("kml-probe", Mode.USER, "/usr/lib/kml/kml-probe", ("info",), required=True),
+        Spec("kml-probe@kernel", Mode.KERNEL, "/usr/lib/kml/kml-probe", ("info",),
+             required=True))
+DEMO_PRELUDE = 'grep KernelMode /proc/self/status | sed "s/^/== this shell: /"'
 
 
 def positive_int(s):
@@ -159,13 +161,14 @@ def cmd_run(a):
         host, _ = initramfs.parse_add(spec)
         if not os.path.isfile(host):
             raise KmlError(f"--add {spec}: no such file: {host}")
-    adds = list(a.add)
+    adds, stream = list(a.add), True
     if a.kernel_mode:
         argv, extra = kernel_mode_argv(argv)
         adds += extra
+        stream = guestrun.Stream(headers=False)
     res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
                     timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
-                    disk_fs=a.disk_fs)
+                    disk_fs=a.disk_fs, stream=stream)
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")
@@ -173,20 +176,20 @@ def cmd_run(a):
 
 
 def kernel_mode_argv(argv):
-    """argv running argv[0] from /trusted; (new argv, extra --add specs)."""
+    """argv running argv[0] from /trusted through kml-modes; (new argv,
+    extra --add specs).  A host file is added to /root first."""
     prog = argv[0]
     name = os.path.basename(prog)
     if not name or name in (".", ".."):
         raise KmlError(f"--kernel-mode: bad program name {prog!r}")
-    if os.path.isfile(prog):            # a host file: put it there directly
-        return ["/trusted/" + name, *argv[1:]], [f"{prog}:/trusted/{name}"]
-    if "/" in prog and not prog.startswith("/"):
+    extra = []
+    if os.path.isfile(prog):            # a host file: add it, then copy it
+        extra = [f"{prog}:/root/{name}"]
+        prog = f"/root/{name}"
+    elif "/" in prog and not prog.startswith("/"):
         raise KmlError(f"--kernel-mode: {prog}: no such host file")
-    # A program in the guest image: copy it into /trusted at boot.
-    script = ('p=$(command -v "$0") || { echo "kml: $0: not found in the guest" >&2; '
-              'exit 127; }; cp "$p" /trusted/ && chmod 755 "/trusted/${p##*/}" && '
-              'exec "/trusted/${p##*/}" "$@"')
-    return ["sh", "-c", script, prog, *argv[1:]], []
+    run = re.sub(r"[^A-Za-z0-9_.@+-]", "_", name).lstrip("._-@+") or "program"
+    return Spec(run, Mode.KERNEL, prog, argv[1:]).argv(), extra
 
 
 def pytest_python():
@@ -215,57 +218,42 @@ def cmd_test(a):
     return subprocess.run(cmd, cwd=paths.ROOT).returncode
 
 
+def vm_options(a):
+    return {"smp": a.smp, "mem": a.mem, "append": a.append, "timeout": a.timeout,
+            "accel": accel_arg(a)}
+
+
 def cmd_bench(a, demo=False):
     """kml-bench in three modes and kml-iobench in two, on tmpfs and ext4,
-    in one boot (see bench.py), combined."""
+    in one boot (see bench.py): specs, boot, combine, render, save."""
     build_all()
-    args = []
-    if a.quick:
-        args.append("--quick")
+    options = ["--quick"] if a.quick else []
     if a.only:
         bench.check_only(a.only, paths.GUEST_OUT / "kml-bench")
-        args += ["--only", a.only]
-    io_args = None if a.no_io else (["--quick"] if a.quick else [])
-    disk = {}
-    if io_args is not None:
-        qemu.find_mkfs(bench.IO_DISK_FS)        # before the boot: a clear error
-        disk = {"disk_mib": bench.IO_DISK_MIB, "disk_fs": bench.IO_DISK_FS}
-    script = bench.guest_script(io_args=io_args)
+        options += ["--only", a.only]
+    io_options = None if a.no_io else (["--quick"] if a.quick else [])
+    specs, prelude = bench.specs(options, io_options), ()
     if demo:
         say("the main job: one program run in user mode and from /trusted in "
             "kernel mode, then the syscall latency and file I/O tables, in a fresh VM")
-        script = DEMO_SCRIPT + script
+        specs, prelude = list(DEMO) + specs, (DEMO_PRELUDE,)
     say("kml-bench in three modes: " + ", ".join(m.name for m in bench.MODES)
-        + ("" if io_args is None else
+        + ("" if io_options is None else
            "; then kml-iobench as " + " and ".join(m.name for m in bench.IO_MODES)
            + " on " + " and ".join(fs.name for fs in bench.IO_FS)))
-    res = qemu.boot(["sh", "-c", script, "sh", *args], smp=a.smp, mem=a.mem,
-                    append=a.append, timeout=a.timeout, accel=accel_arg(a),
-                    stream=bench.StreamUntil(), **disk)
-    msg = res.verdict()
-    if msg:
-        say(f"bench FAILED: {msg}")
-        return res.exit_code()
-    text = res.output.decode(errors="replace")
-    runs = bench.parse_output(text)
-    if res.status != 0 or not runs:
-        tail = "\n".join(text.strip().splitlines()[-5:])
-        say(f"bench FAILED: the guest script exited with {res.status}"
-            + (f"; its last output:\n{tail}" if tail else "")
-            + f"\noutput: {res.output_log}")
-        return res.status or 1
-    data = bench.combine(runs, io_fs=None if io_args is None else bench.IO_FS)
-    table = bench.markdown(data)
+    out = guestrun.boot(specs, prelude, **vm_options(a))
+    if out.failed:
+        say(f"bench FAILED: {out.failed.failure}")
+        return out.failed.code
+    data = bench.combine(out.runs, io_fs=None if io_options is None else bench.IO_FS)
+    table = report.bench_markdown(data)
     print("\n" + table, end="", flush=True)
-    paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
-    stem = paths.BENCH_OUT / time.strftime("%Y%m%d-%H%M%S")
-    stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-    stem.with_suffix(".md").write_text(table)
+    stem = report.save(data, table)
     for m in data["modes"]:
-        if m["status"] != "ok":
+        if m["status"] != Status.OK:
             say(f"bench: mode {m['name']} {m['status']}: {m['reason']}")
     for p in (data["io"] or {}).get("modes", []):
-        if p["status"] != "ok":
+        if p["status"] != Status.OK:
             say(f"bench: file I/O run {p['name']} {p['status']}: {p['reason']}")
     say(f"results: {stem}.json and {stem}.md")
     return bench.exit_status(data)
@@ -273,40 +261,23 @@ def cmd_bench(a, demo=False):
 
 def cmd_kstack_bench(a):
     """kml-ubench in a boot without and one with dynamic_kstacks=on (see
-    kstackbench.py), combined."""
+    kstackbench.py): specs, boots, combine, render, save."""
     kstackbench.check_append(a.append)          # before building: a clear error
     build_all()
-    args = kstackbench.ubench_args(a.quick, a.threads)
-    docs, appends = {}, {}
-    for boot in kstackbench.BOOTS:
-        appends[boot.name] = boot.append(a.append)
-        say(f"kml-ubench, boot {boot.name} ({kstackbench.PARAM_NAME} "
-            f"{'on' if boot.extra else 'not given'}): kernel command line + "
-            f"{appends[boot.name] or '(nothing)'}")
-        res = qemu.boot(["sh", "-c", kstackbench.guest_script(), "sh", *args], smp=a.smp,
-                        mem=a.mem, append=appends[boot.name], timeout=a.timeout,
-                        accel=accel_arg(a), stream=bench.StreamUntil())
-        msg = res.verdict()
-        if msg:
-            say(f"kstack-bench FAILED in the {boot.name} boot: {msg}")
-            return res.exit_code()
-        docs[boot.name], why = kstackbench.boot_result(
-            boot, res.output.decode(errors="replace"), res.status)
-        if why:
-            say(f"kstack-bench FAILED in the {boot.name} boot: {why}\n"
-                f"output: {res.output_log}")
-            return res.status or 1
-    data = kstackbench.combine(docs, appends)
-    table = kstackbench.markdown(data)
+    out = guestrun.boot(kstackbench.specs(a.quick, a.threads), **vm_options(a))
+    if out.failed:
+        say(f"kstack-bench FAILED: {out.failed.failure}")
+        return out.failed.code
+    docs = kstackbench.boot_docs(out.runs)
+    data = kstackbench.combine(docs, {s.name: b.append for b in out.boots for s in b.specs})
+    table = report.kstack_markdown(data)
     print("\n" + table, end="", flush=True)
-    stem = kstackbench.save(data, table)
+    stem = report.save(data, table, prefix="kstack-")
     say(f"results: {stem}.json and {stem}.md")
     return 0
 
 
 def cmd_verify(a):
-    sys.path.insert(0, str(paths.ROOT / "verify"))
-    from kmlverify.cli import main as verify_main
     return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
 
 

@@ -6,7 +6,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("KML_BUILD_DIR", ROOT / "build")).resolve()
 
 PATCH_DIR = ROOT / "kernel" / "patches"
-SERIES = PATCH_DIR / "series"
 BASE_FILE = ROOT / "kernel" / "BASE"
 CONFIG_FRAGMENT = ROOT / "kernel" / "config" / "kml.config"
 GUEST_SRC = ROOT / "guest"
@@ -14,12 +13,12 @@ GUEST_SRC = ROOT / "guest"
 TREE = BUILD / "linux"          # scratch git tree: tarball + series as commits
 OBJ = BUILD / "obj"             # out-of-tree kernel build
 GUEST_OUT = BUILD / "guest"     # compiled guest programs
+GUEST_ROOT = BUILD / "initramfs" / "root"  # their staging tree (make install DESTDIR=)
 INITRAMFS = BUILD / "initramfs" / "base.cpio"
 RUNS = BUILD / "runs"           # one directory per VM boot (console logs)
 BENCH_OUT = BUILD / "bench"
 
 BZIMAGE = OBJ / "arch" / "x86" / "boot" / "bzImage"
-VMLINUX = OBJ / "vmlinux"
 
 
 class KmlError(Exception):

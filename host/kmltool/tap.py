@@ -1,5 +1,8 @@
-"""Parse the output of guest/run-tests: TAP from each kselftest program."""
+"""TAP (kselftest harness) results of the guest test programs, from the
+result blocks guest/run-tests prints through kml-modes (guestrun.parse)."""
 import re
+
+from . import guestrun
 
 
 class ProgramRun:
@@ -12,36 +15,34 @@ class ProgramRun:
 _RESULT = re.compile(r"^(not ok|ok)\s+\d+\s+(\S+)(.*)$")
 
 
-def parse_runs(text):
-    """{program: ProgramRun} from run-tests output."""
-    runs, cur, pending = {}, None, []
-    for line in text.splitlines():
-        m = re.match(r"^# kml-test-begin (\S+)$", line)
-        if m:
-            cur = runs[m.group(1)] = ProgramRun(m.group(1))
-            pending = []
-            continue
-        m = re.match(r"^# kml-test-end (\S+) (-?\d+)$", line)
-        if m and cur and m.group(1) == cur.name:
-            cur.exit = int(m.group(2))
-            cur = None
-            continue
-        if cur is None:
-            continue
+def parse_tap(name, lines):
+    """A ProgramRun from one program's TAP output lines."""
+    prog, pending = ProgramRun(name), []
+    for line in lines:
         if re.match(r"^#\s+RUN\s", line):
             pending = [line]
             continue
         m = _RESULT.match(line)
         if m:
-            status, name, rest = m.groups()
+            status, test, rest = m.groups()
             if status == "not ok":
                 verdict = "fail"
             elif re.match(r"\s*#\s*SKIP", rest, re.I):
                 verdict = "skip"
             else:
                 verdict = "pass"
-            cur.results[name] = (verdict, "\n".join(pending + [line]))
+            prog.results[test] = (verdict, "\n".join(pending + [line]))
             pending = []
         else:
             pending.append(line)
-    return runs
+    return prog
+
+
+def parse_runs(text):
+    """{program: ProgramRun} from run-tests output (a kernel-mode run of
+    a program is NAME@kernel)."""
+    out = {}
+    for name, run in guestrun.parse(text).items():
+        out[name] = parse_tap(name, run.output)
+        out[name].exit = run.exit
+    return out

@@ -30,3 +30,8 @@ def digest(*parts):
         h.update(p if isinstance(p, bytes) else str(p).encode())
         h.update(b"\0")
     return h.hexdigest()
+
+
+def number(v):
+    """v if it is a number (from JSON), else None."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, kml_configs
-from kmltool import qemu, tap
+from kmltool import paths, qemu, tap
 from kmltool.cli import TEST_CONFIGS
 
 GUEST_TESTS = ROOT / "guest" / "tests"
@@ -174,17 +174,19 @@ def test_bench_prints_every_row():
 
 def test_bench_three_modes_in_one_boot():
     rows = "getppid,read,sig_deliver,call"
-    before = set((ROOT / "build" / "bench").glob("*.json"))
+    before = set(paths.BENCH_OUT.glob("*.json"))
     p = kml("bench", "--quick", "--only", rows, timeout=900)
     assert p.returncode == 0, p.stderr
-    for mode in ("user", "kernel-syscall", "kernel-call"):
-        assert f"== kml-bench, mode {mode}:" in p.stdout
+    for mode, where in (("user", "user mode): /usr/bin/kml-bench"),
+                        ("kernel-syscall", "kernel mode): /trusted/kml-bench"),
+                        ("kernel-call", "kernel mode): /trusted/kml-bench")):
+        assert f"== {mode} ({where} --expect-mode" in p.stdout
     assert ("| Benchmark | user ns | user cycles | kernel-syscall ns | kernel-syscall cycles "
             "| kernel-call ns | kernel-call cycles | user/kernel-syscall | user/kernel-call |"
             in p.stdout)
     assert "## KML paper Table 2 layout (ns)" in p.stdout
     assert "## Usermode-kernel thesis Table 6.1 layout" in p.stdout
-    new = sorted(set((ROOT / "build" / "bench").glob("*.json")) - before)
+    new = sorted(set(paths.BENCH_OUT.glob("*.json")) - before)
     assert new, p.stderr
     data = json.loads(new[-1].read_text())
     assert new[-1].with_suffix(".md").read_text() in p.stdout
@@ -214,7 +216,9 @@ def test_bench_three_modes_in_one_boot():
     assert "rt_sigreturn" in sig["kernel-call"]["reason"]
     # the file I/O part (--only does not restrict it; --quick shortens it)
     for name in ("io-tmpfs-user", "io-tmpfs-kernel", "io-ext4-user", "io-ext4-kernel"):
-        assert f"== kml-iobench, {name}:" in p.stdout
+        assert f"== {name} ({name.rsplit('-', 1)[1]} mode): " in p.stdout
+    for marker in ("# kml-begin ", "# kml-data ", "# kml-end "):
+        assert marker not in p.stdout       # the markers and JSON are for the host
     assert ("| File system | File size (KiB) | Operation | user KiB/s | kernel KiB/s "
             "| kernel/user |" in p.stdout)
     io = data["io"]

@@ -1,14 +1,18 @@
-"""Unit tests: ./kml bench's three modes (host/kmltool/bench.py), with a
-fake kml-bench; no VM."""
-import io
+"""Unit tests: ./kml bench's three modes (host/kmltool/bench.py) and its
+Markdown (report.py), with a fake kml-bench run through guest/kml-modes
+here; no VM."""
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
-from kmltool import bench
+from conftest import ROOT
+from kmltool import bench, guestrun, report
+from kmltool.guestrun import Run, Status
 from kmltool.paths import KmlError
 
 # A stand-in for kml-bench: --expect-mode/--path/--json/--label like the
@@ -67,31 +71,47 @@ def fake(tmp_path):
     return tmp_path
 
 
-def run_script(fake, *args, env=None):
-    script = bench.guest_script(str(fake / "kml-bench"), str(fake / "trusted"), str(fake))
-    p = subprocess.run(["sh", "-c", script, "sh", *args], capture_output=True, text=True,
-                       env=env, timeout=60)
+def run_specs(fake, specs, env=None):
+    """The guest script of specs, with the fakes in fake/ for the
+    programs and fake/trusted for /trusted, run here; its output."""
+    specs = [replace(s, program=str(fake / s.base)) for s in specs]
+    script = guestrun.script(specs, tmp=str(fake / "res"))
+    env = dict(env or os.environ, KML_TRUSTED=str(fake / "trusted"),
+               PATH=f"{ROOT / 'guest'}:{os.environ['PATH']}")
+    p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env,
+                       timeout=60)
     assert p.returncode == 0, p.stderr
     return p.stdout
 
 
-def test_guest_script_runs_three_modes():
-    s = bench.guest_script()
-    assert "cp '/usr/bin/kml-bench' '/trusted/kml-bench'" in s
-    assert ("mode user '/usr/bin/kml-bench' '--expect-mode' 'user' '--path' 'syscall' \"$@\""
-            in s)
-    assert ("mode kernel-syscall '/trusted/kml-bench' '--expect-mode' 'kernel' "
-            "'--path' 'syscall' \"$@\"" in s)
-    assert ("mode kernel-call '/trusted/kml-bench' '--expect-mode' 'kernel' "
-            "'--path' 'call' \"$@\"" in s)
+def run_script(fake, *args, env=None):
+    return run_specs(fake, bench.specs(args), env)
+
+
+def test_specs_three_modes():
+    sp = bench.specs(["--quick"])
+    assert [(s.name, s.mode, s.path) for s in sp] == [
+        ("user", "user", "/usr/bin/kml-bench"),
+        ("kernel-syscall", "kernel", "/trusted/kml-bench"),
+        ("kernel-call", "kernel", "/trusted/kml-bench")]
+    assert sp[1].argv() == [
+        "kml-modes", "-q", "-c", "/tmp/kml-runs/kernel-syscall.out", "kernel-syscall",
+        "kernel", "/usr/bin/kml-bench", "--expect-mode", "kernel", "--path", "syscall",
+        "--quick", "-v", "--label", "kernel-syscall", "--json",
+        "/tmp/kml-runs/kernel-syscall.out"]
+    assert sp[2].args == ("--expect-mode", "kernel", "--path", "call")
+    s = guestrun.script(sp)
+    assert ("kml-modes '-q' '-c' '/tmp/kml-runs/user.out' 'user' 'user' "
+            "'/usr/bin/kml-bench' '--expect-mode' 'user' '--path' 'syscall' '--quick'" in s)
 
 
 def test_three_modes_combined(fake):
     out = run_script(fake, "--quick")
-    assert "== kml-bench, mode kernel-call:" in out and "--quick" in out
-    runs = bench.parse_output(out)
+    assert "# kml-begin kernel-call kernel " in out and "--quick" in out
+    runs = guestrun.parse(out)
     assert set(runs) == {"user", "kernel-syscall", "kernel-call"}
     assert all(r.exit == 0 and r.doc for r in runs.values())
+    assert runs["user"].output == ["[ 1/2] getppid ... 400.0 ns"]
     d = bench.combine(runs)
     assert d["schema"] == "kml-bench-modes/1"
     assert [m["status"] for m in d["modes"]] == ["ok", "ok", "ok"]
@@ -105,7 +125,7 @@ def test_three_modes_combined(fake):
     assert sig["speedup"]["user/kernel-call"] is None
     assert bench.exit_status(d) == 0
 
-    md = bench.markdown(d)
+    md = report.bench_markdown(d)
     assert "EMULATED" in md
     assert ("| Benchmark | user ns | user cycles | kernel-syscall ns | kernel-syscall cycles "
             "| kernel-call ns | kernel-call cycles | user/kernel-syscall | user/kernel-call |"
@@ -121,11 +141,11 @@ def test_three_modes_combined(fake):
 
 def test_kernel_modes_unavailable(fake):
     env = dict(__import__("os").environ, FAKE_KERNEL="0")
-    d = bench.combine(bench.parse_output(run_script(fake, env=env)))
+    d = bench.combine(guestrun.parse(run_script(fake, env=env)))
     assert [m["status"] for m in d["modes"]] == ["ok", "unavailable", "unavailable"]
     assert "runs at CPL 3" in d["modes"][1]["reason"]
     assert d["rows"][0]["modes"]["kernel-syscall"]["status"] == "unavailable"
-    md = bench.markdown(d)
+    md = report.bench_markdown(d)
     assert "**unavailable**: kml-bench: expected to run in kernel mode" in md
     assert "| Null syscall: getppid | 400 | 1000 | – |  | – |  | – | – |" in md
     assert bench.exit_status(d) == 0
@@ -137,58 +157,59 @@ def doc(cpl, path="syscall", call_path=False):
                       "ns_median": 10.0, "cycles_median": 25.0, "unit": "op"}]}
 
 
+def R(name, exit, doc=None, out="", data=None):
+    """A parsed run: exit status, JSON document (or raw data), output."""
+    return Run(name, "x", exit=exit, finished=True, output=out.splitlines(),
+               data=json.dumps(doc) if doc is not None else data)
+
+
 def test_mode_checks():
     user, ksys, kcall = bench.MODES
-    assert bench.mode_status(user, bench.ModeRun("user", 0, doc(3))) == ("ok", None)
-    st, why = bench.mode_status(ksys, bench.ModeRun("kernel-syscall", 0, doc(3)))
+    assert bench.mode_status(user, R("user", 0, doc(3))) == ("ok", None)
+    st, why = bench.mode_status(ksys, R("kernel-syscall", 0, doc(3)))
     assert st == "error" and "CPL 3, expected CPL 0" in why
-    st, why = bench.mode_status(kcall, bench.ModeRun("kernel-call", 0, doc(0)))
+    st, why = bench.mode_status(kcall, R("kernel-call", 0, doc(0)))
     assert st == "error" and "expected 'call'" in why
-    st, why = bench.mode_status(kcall, bench.ModeRun("kernel-call", 0, doc(0, "call")))
+    st, why = bench.mode_status(kcall, R("kernel-call", 0, doc(0, "call")))
     assert st == "error" and "without the call path" in why
-    assert bench.mode_status(kcall, bench.ModeRun("kernel-call", 0,
-                                                  doc(0, "call", True)))[0] == "ok"
-    assert bench.mode_status(user, bench.ModeRun("user", 1, doc(3)))[0] == "rows failed"
-    st, why = bench.mode_status(user, bench.ModeRun("user", 2, None, "usage: x\n"))
+    assert bench.mode_status(kcall, R("kernel-call", 0, doc(0, "call", True)))[0] == "ok"
+    assert bench.mode_status(user, R("user", 1, doc(3))) == \
+        (Status.FAILED, "some rows failed (see the table)")
+    st, why = bench.mode_status(user, R("user", 2, None, "usage: x\n"))
     assert st == "error" and "exited with 2: usage: x" in why
-    st, why = bench.mode_status(user, bench.ModeRun("user", 0, None, "", "Expecting value"))
+    st, why = bench.mode_status(user, R("user", 0, None, "", "{not json"))
     assert st == "error" and "invalid JSON" in why
     assert bench.mode_status(user, None)[0] == "error"
 
 
-def test_parse_output_garbled_json_and_missing_modes():
-    M = bench.MARK
-    text = (f"noise\n{M} begin user 0\n{M} json user\n{{\"cpl\": 3,\n{M} stderr user\n"
-            f"oops\n{M} end user\n")
-    runs = bench.parse_output(text)
+def marked(name, mode, exit, body="", data=None):
+    """A result block as kml-modes prints it."""
+    text = f"# kml-begin {name} {mode} /p\n{body}"
+    if data is not None:
+        text += f"# kml-data {name}\n{data}\n"
+    return text + f"# kml-end {name} {mode} {exit}\n"
+
+
+def test_parse_garbled_json_and_missing_modes():
+    text = "noise\n" + marked("user", "user", 0, "oops\n", '{"cpl": 3,')
+    runs = guestrun.parse(text)
     assert runs["user"].doc is None and runs["user"].json_error
-    assert runs["user"].stderr == "oops\n"
+    assert runs["user"].output == ["oops"]
     with pytest.raises(KmlError, match="no mode produced results"):
         bench.combine(runs)
 
 
 def test_user_mode_failure_fails_the_bench():
-    M = bench.MARK
-    text = "".join(f"{M} begin {m.name} 0\n{M} json {m.name}\n"
-                   + json.dumps(doc(m.cpl, "call" if "call" in m.args else "syscall",
-                                    "call" in m.args))
-                   + f"\n{M} end {m.name}\n" for m in bench.MODES)
-    d = bench.combine(bench.parse_output(text))
+    text = "".join(marked(m.name, m.mode, 0, data=json.dumps(
+        doc(m.cpl, "call" if "call" in m.args else "syscall", "call" in m.args)))
+        for m in bench.MODES)
+    d = bench.combine(guestrun.parse(text))
     assert bench.exit_status(d) == 0
-    d["modes"][0]["status"] = "rows failed"
+    d["modes"][0]["status"] = Status.FAILED
     assert bench.exit_status(d) == 1
-    d["modes"][0]["status"] = "ok"
-    d["modes"][2]["status"] = "error"
+    d["modes"][0]["status"] = Status.OK
+    d["modes"][2]["status"] = Status.ERROR
     assert bench.exit_status(d) == 1
-
-
-def test_stream_until_hides_everything_after_the_marker():
-    out = io.BytesIO()
-    s = bench.StreamUntil(out=out)
-    data = b"progress 1\nprogress 2\n" + bench.MARK.encode() + b" begin user 0\n{json}\n"
-    for i in range(0, len(data), 3):
-        s(data[i:i + 3])
-    assert out.getvalue() == b"progress 1\nprogress 2\n"
 
 
 def test_check_only(fake):
@@ -202,7 +223,7 @@ def test_check_only(fake):
 
 
 def test_fmt_num():
-    assert [bench.fmt_num(v) for v in (0.2721, 5.678, 56.78, 5678.9)] == \
+    assert [report.fmt_num(v) for v in (0.2721, 5.678, 56.78, 5678.9)] == \
         ["0.272", "5.68", "56.8", "5679"]
 
 
@@ -266,7 +287,7 @@ def io_fs(root, ext4_setup=None):
     t, e = root / "tmpfs-dir", root / "ext4-dir"
     return (bench.IoFs("tmpfs", str(t), f"mkdir -p '{t}' && echo tmpfs >'{t}/.fs'"),
             bench.IoFs("ext4", str(e), ext4_setup or
-                       f"mkdir -p '{e}' && echo ext4 >'{e}/.fs'"))
+                       f"mkdir -p '{e}' && echo ext4 >'{e}/.fs'", disk=True))
 
 
 @pytest.fixture
@@ -278,39 +299,35 @@ def fake_io(fake):
 
 
 def run_io_script(fake, fss, io_args=("--quick",), env=None):
-    script = bench.guest_script(str(fake / "kml-bench"), str(fake / "trusted"), str(fake),
-                                io_args=list(io_args), io_prog=str(fake / "kml-iobench"),
-                                io_fs=fss)
-    p = subprocess.run(["sh", "-c", script, "sh", "--quick"], capture_output=True,
-                       text=True, env=env, timeout=60)
-    assert p.returncode == 0, p.stderr
-    return p.stdout
+    return run_specs(fake, bench.specs(["--quick"], list(io_args), io_fs=fss), env)
 
 
-def test_guest_script_io_part():
-    s = bench.guest_script(io_args=["--quick"])
-    assert "cp '/usr/bin/kml-iobench' '/trusted/kml-iobench'" in s
+def test_specs_io_part():
+    sp = {s.name: s for s in bench.specs(["--quick"], ["--quick"])}
+    assert list(sp) == ["user", "kernel-syscall", "kernel-call", "io-tmpfs-user",
+                        "io-tmpfs-kernel", "io-ext4-user", "io-ext4-kernel"]
+    e = sp["io-ext4-kernel"]
+    assert (e.mode, e.path, e.disk) == ("kernel", "/trusted/kml-iobench", (64, "ext4"))
+    assert e.setup == "mkdir -p /mnt/ext4 && mount -t ext4 /dev/vda /mnt/ext4"
+    assert e.argv()[5:] == ["kernel", "/usr/bin/kml-iobench", "--expect-mode", "kernel",
+                            "--quick", "--dir", "/mnt/ext4", "-v", "--label", "io-ext4-kernel",
+                            "--json", "/tmp/kml-runs/io-ext4-kernel.out"]
+    assert sp["io-tmpfs-user"].disk is None
+    s = guestrun.script(list(sp.values()))
     assert ("if { mkdir -p /mnt/ext4 && mount -t ext4 /dev/vda /mnt/ext4; } "
-            "2>'/tmp/kb-setup-ext4.err'; then" in s)
-    assert ("io io-tmpfs-user '/tmp/kml-io' '/usr/bin/kml-iobench' '--expect-mode' 'user' "
-            "'--quick'" in s)
-    assert ("io io-ext4-kernel '/mnt/ext4' '/trusted/kml-iobench' '--expect-mode' 'kernel' "
-            "'--quick'" in s)
-    for name in ("io-tmpfs-user", "io-tmpfs-kernel", "io-ext4-user", "io-ext4-kernel"):
-        assert f'echo "{bench.MARK} begin {name} $(cat /tmp/kb-{name}.rc)"' in s
-    # the latency options ("$@", e.g. --only) are not kml-iobench's
-    assert '"$@"' not in "".join(line for line in s.splitlines() if "io io-" in line)
+            "2>'/tmp/kml-runs/setup-2.err'; then" in s)
+    # the latency options (e.g. --only) are not kml-iobench's
+    only = bench.specs(["--only", "getppid"], [])
+    assert all("--only" not in s.options for s in only[3:])
+    assert "--only" in only[0].options
     # --no-io: no file I/O part
-    assert "kml-iobench" not in bench.guest_script()
-    assert "kml-iobench" not in bench.guest_script(io_args=None)
-    assert "io io-tmpfs-user '/tmp/kml-io' '/usr/bin/kml-iobench' '--expect-mode' 'user'\n" \
-        in bench.guest_script(io_args=[])
+    assert [s.name for s in bench.specs()] == ["user", "kernel-syscall", "kernel-call"]
 
 
 def test_io_part_combined(fake_io, tmp_path):
     out = run_io_script(fake_io, io_fs(tmp_path))
-    assert "== kml-iobench, io-ext4-kernel:" in out and "--quick --dir" in out
-    runs = bench.parse_output(out)
+    assert "# kml-begin io-ext4-kernel kernel " in out and "--quick --dir" in out
+    runs = guestrun.parse(out)
     assert set(runs) == {"user", "kernel-syscall", "kernel-call", "io-tmpfs-user",
                          "io-tmpfs-kernel", "io-ext4-user", "io-ext4-kernel"}
     d = bench.combine(runs, io_fs=io_fs(tmp_path))
@@ -331,7 +348,7 @@ def test_io_part_combined(fake_io, tmp_path):
     assert (io["record_kib"], io["runs"], io["run_ms"]) == (16, 3, 20)
     assert bench.exit_status(d) == 0
 
-    md = bench.markdown(d)
+    md = report.bench_markdown(d)
     assert "# kml-bench: system call latency in three modes, file I/O — EMULATED" in md
     assert ("## File I/O throughput (kml-iobench): ordinary vs kernel-mode process — "
             "EMULATED" in md)
@@ -349,7 +366,7 @@ def test_io_mount_failure_and_unavailable_kernel_mode(fake_io, tmp_path):
     env = dict(__import__("os").environ, FAKE_KERNEL="0")
     fss = io_fs(tmp_path, ext4_setup="echo 'mount: mounting /dev/vda failed: "
                 "No such device' >&2; false")
-    d = bench.combine(bench.parse_output(run_io_script(fake_io, fss, env=env)), io_fs=fss)
+    d = bench.combine(guestrun.parse(run_io_script(fake_io, fss, env=env)), io_fs=fss)
     st = {p["name"]: (p["status"], p["reason"]) for p in d["io"]["modes"]}
     assert st["io-tmpfs-user"] == ("ok", None)
     assert st["io-tmpfs-kernel"][0] == "unavailable"
@@ -362,7 +379,7 @@ def test_io_mount_failure_and_unavailable_kernel_mode(fake_io, tmp_path):
     assert {r["fs"] for r in d["io"]["rows"]} == {"tmpfs"}
     assert d["io"]["rows"][0]["modes"]["kernel"]["status"] == "unavailable"
     assert d["io"]["rows"][0]["ratio"] is None
-    md = bench.markdown(d)
+    md = report.bench_markdown(d)
     assert "| tmpfs | 16 | write | 16000 | – | – |" in md
     assert "io-ext4-user: ordinary process, `/usr/bin/kml-iobench --expect-mode user` " \
         "— **error**: not run: " in md
@@ -372,7 +389,7 @@ def test_io_mount_failure_and_unavailable_kernel_mode(fake_io, tmp_path):
 def test_io_data_mismatch_fails_the_bench(fake_io, tmp_path):
     env = dict(__import__("os").environ, FAKE_IO_FAIL="1")
     fss = io_fs(tmp_path)
-    d = bench.combine(bench.parse_output(run_io_script(fake_io, fss, env=env)), io_fs=fss)
+    d = bench.combine(guestrun.parse(run_io_script(fake_io, fss, env=env)), io_fs=fss)
     p = d["io"]["modes"][0]
     assert p["status"] == "failed"
     assert p["reason"] == ("32 KiB read: data mismatch at offset 8192 (record 0, expected "
@@ -382,7 +399,7 @@ def test_io_data_mismatch_fails_the_bench(fake_io, tmp_path):
     assert by[("tmpfs", 16, "read")]["ratio"] == 2.0
     assert by[("tmpfs", 32, "read")]["modes"]["user"]["status"] == "failed"
     assert by[("tmpfs", 32, "read")]["ratio"] is None
-    md = bench.markdown(d)
+    md = report.bench_markdown(d)
     assert "| tmpfs | 32 | write | FAILED [1] | FAILED [2] | – |" in md
     assert "| tmpfs | 32 | read | FAILED [3] | FAILED [4] | – |" in md
     assert "| tmpfs | 32 | re-read | FAILED [1] | FAILED [2] | – |" in md
@@ -403,7 +420,6 @@ def iodoc(cpl=3, fs="tmpfs", **kw):
 def test_io_status_checks():
     tmpfs = bench.IO_FS[0]
     user, kernel = bench.IO_MODES
-    R = bench.ModeRun
     assert bench.io_status(tmpfs, user, R("x", 0, iodoc())) == ("ok", None)
     st, why = bench.io_status(tmpfs, kernel, R("x", 0, iodoc(3)))
     assert st == "error" and "CPL 3, expected CPL 0" in why
@@ -423,17 +439,18 @@ def test_io_status_checks():
     assert bench.io_status(tmpfs, user, R("x", 1, bad)) == (
         "failed", "16 KiB write: write: No space left on device")
     st, why = bench.io_status(tmpfs, user, R("x", 2, None, "kml-iobench: --dir /x: No such "
-                                                     "file or directory\nTry it\n"))
+                                                         "file or directory\nTry it\n"))
     assert st == "error" and why == "kml-iobench exited with 2: Try it"
-    st, why = bench.io_status(tmpfs, user, R("x", 127, None, "sh: /trusted/kml-iobench: "
-                                                       "not found\n"))
+    st, why = bench.io_status(tmpfs, kernel, R("x", 127, None, "sh: /trusted/kml-iobench: "
+                                                             "not found\n"))
     assert st == "error" and "exited with 127: sh: /trusted/kml-iobench: not found" in why
-    assert bench.io_status(tmpfs, user, R("x", 0, None, "", "Expecting value"))[0] == "error"
+    assert bench.io_status(tmpfs, user, R("x", 0, None, "", "{"))[0] == "error"
     assert bench.io_status(tmpfs, user, None)[0] == "error"
 
 
 def test_combine_without_io_part(fake):
-    d = bench.combine(bench.parse_output(run_script(fake)))
+    d = bench.combine(guestrun.parse(run_script(fake)))
     assert d["io"] is None
-    assert "File I/O" not in bench.markdown(d)
-    assert "# kml-bench: system call latency in three modes — EMULATED" in bench.markdown(d)
+    assert "File I/O" not in report.bench_markdown(d)
+    assert ("# kml-bench: system call latency in three modes — EMULATED"
+            in report.bench_markdown(d))

@@ -86,15 +86,15 @@ def test_verdicts(tmp_path):
 
 def test_kernel_mode_argv_guest_program():
     argv, adds = cli.kernel_mode_argv(["kml-probe", "info"])
-    assert adds == [] and argv[:2] == ["sh", "-c"] and argv[3:] == ["kml-probe", "info"]
+    assert adds == [] and argv == ["kml-modes", "kml-probe", "kernel", "kml-probe", "info"]
 
 
 def test_kernel_mode_argv_host_file(tmp_path):
-    prog = tmp_path / "tool"
+    prog = tmp_path / "my tool"
     prog.write_text("x")
     argv, adds = cli.kernel_mode_argv([str(prog), "-v"])
-    assert argv == ["/trusted/tool", "-v"]
-    assert adds == [f"{prog}:/trusted/tool"]
+    assert argv == ["kml-modes", "my_tool", "kernel", "/root/my tool", "-v"]
+    assert adds == [f"{prog}:/root/my tool"]
 
 
 def test_kernel_mode_argv_missing_relative_host_file():

@@ -1,17 +1,21 @@
-"""Unit tests: ./kml kstack-bench (host/kmltool/kstackbench.py): the guest
-script, the checks of each boot's kml-ubench run, the combined result and
-its table; no VM.  The last tests build the real kml-ubench and run it on
-this machine (very short runs; the figures are not checked)."""
+"""Unit tests: ./kml kstack-bench (host/kmltool/kstackbench.py): its run
+specs, the checks of each boot's kml-ubench run (through guest/kml-modes,
+run here), the combined result and its table (report.py); no VM.  The
+last tests build the real kml-ubench and run it on this machine (very
+short runs; the figures are not checked)."""
 import json
 import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import guest_prog
 import pytest
 
-from kmltool import bench, cli, kstackbench
+from conftest import ROOT
+from kmltool import cli, guestrun, kstackbench, report
+from kmltool.guestrun import Run
 from kmltool.paths import KmlError
 
 TESTS = [("syscall", "System Call Overhead", "loops"),
@@ -83,24 +87,34 @@ def fake(tmp_path):
 
 
 def run_boot(fake, boot, doc=None, exit=0, args=("--quick",)):
-    """The guest script with the fake program; boot_result's answer."""
-    env = dict(os.environ, FAKE_EXIT=str(exit), FAKE_DOC=json.dumps(doc) if doc else "")
-    (fake / "kb-ubench.json").unlink(missing_ok=True)      # a fresh VM has none
-    script = kstackbench.guest_script(str(fake / "kml-ubench"), str(fake))
-    p = subprocess.run(["sh", "-c", script, "sh", *args], capture_output=True, text=True,
-                       env=env, timeout=60)
+    """The boot's spec with the fake program, run here; (run_status's
+    answer, the JSON document), and the output."""
+    env = dict(os.environ, FAKE_EXIT=str(exit), FAKE_DOC=json.dumps(doc) if doc else "",
+               PATH=f"{ROOT / 'guest'}:{os.environ['PATH']}")
+    spec = next(s for s in kstackbench.specs() if s.name == boot.name)
+    spec = replace(spec, program=str(fake / "kml-ubench"), options=tuple(args) + spec.options)
+    script = guestrun.script([spec], tmp=str(fake / "res"))
+    p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env,
+                       timeout=60)
     assert p.returncode == 0, p.stderr
-    return kstackbench.boot_result(boot, p.stdout, p.returncode), p.stdout
+    run = guestrun.parse(p.stdout).get(boot.name)
+    why = kstackbench.run_status(boot, run)
+    return (None if why else run.doc, why), p.stdout
 
 
 OFF, ON = kstackbench.BOOTS
 
 
-def test_boots_and_append():
+def test_boots_and_specs():
     assert [b.name for b in kstackbench.BOOTS] == ["off", "on"]
-    assert OFF.append() == "" and ON.append() == "dynamic_kstacks=on"
-    assert OFF.append(" pti=off ") == "pti=off"
-    assert ON.append("pti=off") == "dynamic_kstacks=on pti=off"
+    assert OFF.append == "" and ON.append == "dynamic_kstacks=on"
+    off, on = kstackbench.specs(True, 50)
+    assert off.options == ("--quick", "--threads", "50", "-v", "--label", "off")
+    assert (on.program, on.mode, on.collect, on.append) == (
+        "/usr/bin/kml-ubench", "user", "--json", "dynamic_kstacks=on")
+    # one boot each; the user's --append goes to both, after the boot's own
+    assert [(a, [s.name for s in m]) for a, _, m in guestrun.group([off, on])] == \
+        [("", ["off"]), ("dynamic_kstacks=on", ["on"])]
     kstackbench.check_append("pti=off nokaslr")
     kstackbench.check_append('foo="a b')        # unbalanced quotes: words
     for bad in ("dynamic_kstacks=off", "pti=on dynamic_kstacks", "dynamic_kstacks=on"):
@@ -122,16 +136,13 @@ def test_ubench_args_and_parser():
 
 
 def test_guest_script_passes_options_and_reports(fake):
-    s = kstackbench.guest_script()
-    assert "mode ubench '/usr/bin/kml-ubench' \"$@\"" in s
     (doc, why), out = run_boot(fake, OFF, ubench_doc(), args=("--quick", "--threads", "7"))
     assert why is None, why
-    assert doc["label"] == "ubench"
+    assert doc["label"] == "off"
     assert doc["args"][:3] == ["--quick", "--threads", "7"]
     assert "-v" in doc["args"] and "--json" in doc["args"]
-    # progress streams before the first marker; the JSON follows it
-    assert out.index("== kml-ubench, mode ubench: ") < out.index(bench.MARK)
-    assert out.index("syscall (ops/s)") < out.index(bench.MARK)
+    # progress streams in the block; the JSON follows it
+    assert out.index("syscall (ops/s)") < out.index("# kml-data off")
 
 
 def test_boot_checks(fake):
@@ -169,15 +180,17 @@ def test_boot_checks(fake):
     assert why == "kml-ubench failed: idle-threads: pthread_create (thread 9 of 10): x"
 
 
-def test_boot_result_without_runs():
-    doc, why = kstackbench.boot_result(OFF, "sh: kml-ubench: not found\n", 127)
-    assert doc is None
-    assert why == ("the guest script exited with 127; its last output:\n"
-                   "sh: kml-ubench: not found")
-    text = f"{bench.MARK} begin ubench 0\n{bench.MARK} json ubench\n{{bad\n" \
-           f"{bench.MARK} end ubench\n"
-    doc, why = kstackbench.boot_result(OFF, text, 0)
-    assert doc is None and why.startswith("kml-ubench exited with 0 but wrote invalid JSON")
+def test_boot_docs_names_the_failed_boot():
+    good = Run("off", "user", exit=0, finished=True, data=json.dumps(ubench_doc()))
+    bad = Run("on", "user", exit=0, finished=True, data="{bad")
+    with pytest.raises(KmlError, match="FAILED in the on boot: kml-ubench exited with 0 but "
+                                       "wrote invalid JSON"):
+        kstackbench.boot_docs({"off": good, "on": bad})
+    with pytest.raises(KmlError, match="in the off boot: no output from this run"):
+        kstackbench.boot_docs({})
+    on = Run("on", "user", exit=0, finished=True, data=json.dumps(ubench_doc(on=True)))
+    docs = kstackbench.boot_docs({"off": good, "on": on})
+    assert docs["on"]["dynamic_kstacks_on"] is True
 
 
 def test_combine_without_kernel_support():
@@ -230,7 +243,7 @@ def test_combine_notes_and_missing_boot():
 
 def test_markdown_table():
     on = ubench_doc(on=True, ops=900.0, kstack=(200, 4200, 200), dyn=(50, 1050, 50))
-    md = kstackbench.markdown(kstackbench.combine({"off": ubench_doc(), "on": on}))
+    md = report.kstack_markdown(kstackbench.combine({"off": ubench_doc(), "on": on}))
     lines = md.splitlines()
     assert lines[0].startswith("# kml kstack-bench: dynamic kernel stacks off vs on — "
                                "emulated (TCG)")
@@ -252,7 +265,7 @@ def test_markdown_table():
     # not emulated: no label; a failed figure: a dash
     off = ubench_doc(emulated=False, accel="kvm")
     off["tests"][0]["ops_s_median"] = None
-    md = kstackbench.markdown(kstackbench.combine(
+    md = report.kstack_markdown(kstackbench.combine(
         {"off": off, "on": ubench_doc(on=True, emulated=False, accel="kvm")}))
     assert "emulated" not in md.lower()
     assert "| syscall: System Call Overhead (loops/s) | – | 1000 | – | 10.0% |" in md
@@ -262,9 +275,9 @@ def test_markdown_table():
 
 
 def test_save(tmp_path, monkeypatch):
-    monkeypatch.setattr(kstackbench.paths, "BENCH_OUT", tmp_path / "bench")
+    monkeypatch.setattr(report.paths, "BENCH_OUT", tmp_path / "bench")
     d = kstackbench.combine({"off": ubench_doc(), "on": ubench_doc(on=True)})
-    stem = kstackbench.save(d, "table\n")
+    stem = report.save(d, "table\n", prefix="kstack-")
     assert stem.name.startswith("kstack-")
     assert json.loads(stem.with_suffix(".json").read_text())["schema"] == kstackbench.SCHEMA
     assert stem.with_suffix(".md").read_text() == "table\n"
@@ -301,7 +314,7 @@ def test_real_ubench_json_and_table(ubench, tmp_path):
     assert "| Test | UnixBench | op | ops/s (median) | min | max |" in p.stdout
     assert "## Kernel stack memory: 20 idle threads" in p.stdout
     # what the host makes of it
-    run = bench.ModeRun("ubench", exit=0, doc=doc)
+    run = Run("off", "user", exit=0, finished=True, data=j.read_text())
     assert kstackbench.run_status(ON if doc["dynamic_kstacks_on"] else OFF, run) is None
 
 

@@ -6,11 +6,12 @@ and nolibc) must exist: ./kml patches apply."""
 import os
 import re
 import subprocess
+from dataclasses import replace
 
 import pytest
 
 from conftest import ROOT
-from kmltool import bench, paths
+from kmltool import bench, guestrun, paths, report
 
 KSFT = paths.TREE / "tools" / "testing" / "selftests"
 NOLIBC = paths.TREE / "tools" / "include" / "nolibc"
@@ -135,13 +136,15 @@ def test_kml_bench_modes_end_to_end_on_the_host(out, tmp_path):
     """The real guest script and kml-bench, here: user mode measures, the
     two kernel modes are reported unavailable (this is no kml guest)."""
     (tmp_path / "trusted").mkdir()
-    script = bench.guest_script(str(out / "kml-bench"), str(tmp_path / "trusted"),
-                                str(tmp_path))
-    p = subprocess.run(["sh", "-c", script, "sh", "--runs", "1", "--run-ms", "2",
-                        "--only", "getppid,sig_deliver,call"],
-                       capture_output=True, text=True, timeout=120)
+    specs = [replace(s, program=str(out / "kml-bench"))
+             for s in bench.specs(["--runs", "1", "--run-ms", "2",
+                                   "--only", "getppid,sig_deliver,call"])]
+    env = dict(os.environ, KML_TRUSTED=str(tmp_path / "trusted"),
+               PATH=f"{ROOT / 'guest'}:{os.environ['PATH']}")
+    p = subprocess.run(["sh", "-c", guestrun.script(specs, tmp=str(tmp_path))],
+                       capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
-    d = bench.combine(bench.parse_output(p.stdout))
+    d = bench.combine(guestrun.parse(p.stdout))
     assert [m["status"] for m in d["modes"]] == ["ok", "unavailable", "unavailable"]
     user = d["modes"][0]["result"]
     assert user["schema"] == "kml-bench/2" and user["cpl"] == 3
@@ -150,7 +153,7 @@ def test_kml_bench_modes_end_to_end_on_the_host(out, tmp_path):
     assert paths_ == {"call": "none", "getppid": "syscall", "sig_deliver": "syscall"}
     assert [lay["title"] for lay in user["layouts"]] == [
         "KML paper Table 2 layout", "Usermode-kernel thesis Table 6.1 layout"]
-    md = bench.markdown(d)
+    md = report.bench_markdown(d)
     assert "| Null syscall: getppid |" in md and "**unavailable**" in md
     assert bench.exit_status(d) == 0
 

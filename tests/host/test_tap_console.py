@@ -2,7 +2,7 @@
 from kmltool import console, tap
 
 RUN = """\
-# kml-test-begin foundation
+# kml-begin foundation user /usr/lib/kml/tests/foundation
 TAP version 13
 1..3
 # Starting 3 tests from 1 test cases.
@@ -17,8 +17,12 @@ not ok 2 global.b
 #      SKIP      no pti
 ok 3 global.c # SKIP no pti
 # FAILED: 1 / 3 tests passed.
-# kml-test-end foundation 1
-# kml-test-begin crashed
+# kml-end foundation user 1
+# kml-begin process@kernel kernel /trusted/process
+TAP version 13
+ok 1 global.k
+# kml-end process@kernel kernel 0
+# kml-begin crashed user /usr/lib/kml/tests/crashed
 TAP version 13
 """
 
@@ -32,6 +36,8 @@ def test_tap_results_per_program():
     assert "Expected 1 (1) == 2 (2)" in f.results["global.b"][1]
     assert f.results["global.c"][0] == "skip"
     assert runs["crashed"].exit is None and runs["crashed"].results == {}
+    assert runs["process@kernel"].exit == 0
+    assert runs["process@kernel"].results["global.k"][0] == "pass"
 
 
 def test_tap_ignores_lines_outside_programs():

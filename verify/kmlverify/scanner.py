@@ -186,8 +186,9 @@ def library_dirs(e, root):
     return dirs + list(DEFAULT_LIBRARY_DIRS)
 
 
-def find_library(name, e, root):
-    """Host path of library ``name`` needed by ``e``, or raise :class:`ScanError`."""
+def locate_library(name, e, root):
+    """(path as the loader opens it, host path) of library ``name`` needed
+    by ``e``, or raise :class:`ScanError`."""
     if "/" in name:
         candidates = [name]
     else:
@@ -195,10 +196,55 @@ def find_library(name, e, root):
     for c in candidates:
         real = resolve_in_root(root, c)
         if os.path.isfile(real) and _is_x86_64_elf(real):
-            return real
+            return c, real
     where = f" under {root}" if root else ""
     raise ScanError(f"cannot find library {name} (needed by {e.path}){where}; searched "
                     + ", ".join(os.path.dirname(c) or "." for c in candidates))
+
+
+def find_library(name, e, root):
+    """Host path of library ``name`` needed by ``e``, or raise :class:`ScanError`."""
+    return locate_library(name, e, root)[1]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A file a program needs to run: the program, its interpreter, a library."""
+
+    elf: object          # the parsed file (elf.ElfFile)
+    role: str            # program, interpreter or library
+    needed_by: str       # the file that needs it (None for a program)
+    name: str            # the path the kernel or loader opens (PT_INTERP, a search hit)
+    path: str            # where it is on this machine
+
+
+def walk(paths, follow_libs=True, root=None):
+    """The programs in ``paths`` and (unless ``follow_libs`` is false) what
+    they load, statically: ``PT_INTERP`` and ``DT_NEEDED``, transitively,
+    searched like ld.so without a cache (:func:`library_dirs`).  Yields a
+    :class:`Loaded` for each file, once; raises :class:`ScanError` for a
+    file that is missing or not x86-64 ELF."""
+    seen = set()
+    queue = deque(Loaded(None, "program", None, p, p) for p in paths)
+    while queue:
+        item = queue.popleft()
+        key = os.path.realpath(item.path)
+        if key in seen:
+            continue
+        seen.add(key)
+        e = _load(item.path)
+        yield replace(item, elf=e)
+        if not follow_libs:
+            continue
+        if e.interp:
+            interp = resolve_in_root(root, e.interp)
+            if not os.path.isfile(interp):
+                where = f" under {root}" if root else ""
+                raise ScanError(f"cannot find the interpreter {e.interp} "
+                                f"(PT_INTERP of {e.path}){where}")
+            queue.append(Loaded(None, "interpreter", e.path, e.interp, interp))
+        for name in e.needed:
+            queue.append(Loaded(None, "library", e.path, *locate_library(name, e, root)))
 
 
 def scan(paths, follow_libs=True, root=None, cache=None):
@@ -209,35 +255,17 @@ def scan(paths, follow_libs=True, root=None, cache=None):
     a dict, keeps disassembly results by (real path, size, mtime) across
     calls.  Raises :class:`ScanError` or :class:`disasm.DisassemblerError`.
     """
-    reports, seen = [], set()
-    queue = deque((p, "program", None) for p in paths)
-    while queue:
-        path, role, needed_by = queue.popleft()
-        key = os.path.realpath(path)
-        if key in seen:
-            continue
-        seen.add(key)
-        e = _load(path)
-        stamp = None
+    reports = []
+    for item in walk(paths, follow_libs, root):
+        e, stamp = item.elf, None
         if cache is not None:
-            st = os.stat(key)
-            stamp = (key, st.st_size, st.st_mtime_ns)
+            st = os.stat(os.path.realpath(item.path))
+            stamp = (os.path.realpath(item.path), st.st_size, st.st_mtime_ns)
         if stamp in (cache or {}):
-            report = replace(cache[stamp], role=role, needed_by=needed_by)
+            report = replace(cache[stamp], role=item.role, needed_by=item.needed_by)
         else:
-            report = scan_elf(e, role, needed_by)
+            report = scan_elf(e, item.role, item.needed_by)
             if cache is not None:
                 cache[stamp] = report
         reports.append(report)
-        if not follow_libs:
-            continue
-        if e.interp:
-            interp = resolve_in_root(root, e.interp)
-            if not os.path.isfile(interp):
-                where = f" under {root}" if root else ""
-                raise ScanError(f"cannot find the interpreter {e.interp} "
-                                f"(PT_INTERP of {e.path}){where}")
-            queue.append((interp, "interpreter", e.path))
-        for name in e.needed:
-            queue.append((find_library(name, e, root), "library", e.path))
     return reports

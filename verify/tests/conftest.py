@@ -1,18 +1,16 @@
-"""pytest setup for the verification tests: put verify/ on sys.path and
-provide shared, session-cached fixtures (scans of system binaries, crafted
+"""pytest setup for the verification tests (verify/ is on sys.path:
+pytest.ini): shared, session-cached fixtures (scans of system binaries, crafted
 programs built with gcc)."""
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from kmlverify import scanner
+
 VERIFY = Path(__file__).resolve().parents[1]
 REPO = VERIFY.parent
-sys.path.insert(0, str(VERIFY))
-
-from kmlverify import scanner  # noqa: E402
 
 
 def need_tool(name):

@@ -178,11 +178,12 @@ def test_the_projects_programs_are_clean(scans, compile_c, name, source, flags):
 
 
 def test_the_projects_built_guest_programs_are_clean(scans):
-    # Programs and shared objects (ET_EXEC, ET_DYN), not object files
-    built = sorted(p for p in (REPO / "build" / "guest").rglob("*")
+    # Programs and shared objects (ET_EXEC, ET_DYN), not object files; in
+    # ./kml's build directory (KML_BUILD_DIR, as host/kmltool/paths.py)
+    guest = Path(os.environ.get("KML_BUILD_DIR", REPO / "build")) / "guest"
+    built = sorted(p for p in guest.rglob("*")
                    if p.is_file() and p.read_bytes()[:4] == b"\x7fELF"
-                   and p.read_bytes()[16] in (2, 3)) \
-        if (REPO / "build" / "guest").is_dir() else []
+                   and p.read_bytes()[16] in (2, 3)) if guest.is_dir() else []
     if not built:
         pytest.skip("build/guest has no programs (./kml build makes them)")
     for p in built:
@@ -273,6 +274,20 @@ def test_interpreter_and_libraries_resolve_inside_root(fake_root):
                                                 "ld-kml-test.so")
     assert paths["library"] == os.path.join(os.path.realpath(fake_root), "lib", "libfoo.so")
     assert all(r.passed() for r in reports)
+
+
+def test_walk_names_each_file_as_the_loader_opens_it(fake_root):
+    """walk(): the dependency resolution alone (no disassembly), with the
+    path the kernel or ld.so opens and the file that is there."""
+    got = [(x.role, x.name, x.path, x.needed_by)
+           for x in scanner.walk([str(fake_root / "bin" / "prog")], root=str(fake_root))]
+    real = os.path.realpath(fake_root)
+    prog = str(fake_root / "bin" / "prog")
+    assert got == [("program", prog, prog, None),
+                   ("interpreter", "/lib64/ld-kml-test.so",
+                    os.path.join(real, "opt", "ld-kml-test.so"), prog),
+                   ("library", "/bin/../lib/libfoo.so",
+                    os.path.join(real, "lib", "libfoo.so"), prog)]
 
 
 def test_missing_library_is_an_error(fake_root):

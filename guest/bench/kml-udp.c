@@ -62,6 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "kml.h"
 #include "kml_klib.h"
 
@@ -509,19 +510,10 @@ static int cmp_u64(const void *a, const void *b)
 
 static const char *emulated(void)
 {
-	char line[4096], *tok, *save;
-	FILE *f = fopen("/proc/cmdline", "r");
-	int tcg = 0;
+	struct bench_sysinfo si;
 
-	if (f) {
-		if (fgets(line, sizeof(line), f))
-			for (tok = strtok_r(line, " \n", &save); tok;
-			     tok = strtok_r(NULL, " \n", &save))
-				tcg |= !strcmp(tok, "kml.accel=tcg");
-		fclose(f);
-	}
-	return tcg ? "EMULATED (QEMU TCG software emulation; not hardware "
-		     "timings; compare ratios only)" : NULL;
+	bench_gather_sysinfo(&si);
+	return si.emulated ? BENCH_EMULATED_NOTE : NULL;
 }
 
 /* median ns of one kernel call and of one getppid through the call path */
@@ -568,34 +560,46 @@ static long num_arg(const char *s, long lo, long hi, const char *what)
 	return v;
 }
 
-int main(int argc, char **argv)
-{
-	int runs = 50, per_run = 100, i, w, status, bad_exit;
-	double secs = 2.0, pps[NWAYS], kcall_ns, sys_ns;
-	uint64_t *t[NWAYS], med[NWAYS], lo[NWAYS], hi[NWAYS], count[NWAYS];
-	uint64_t stream_ns[NWAYS];
-	socklen_t alen = sizeof(dst);
-	const char *emu = emulated();
-	int rfd, bufsize;
-	pid_t child;
+/* What the command line asks for. */
+struct config {
+	int runs;		/* -r: timed runs per way */
+	int per_run;		/* -n: datagrams per run */
+	double secs;		/* -t: seconds per way of the longer run */
+};
 
+/* What was measured, per way. */
+struct measured {
+	uint64_t *t[NWAYS];	/* ns of each run, sorted */
+	uint64_t med[NWAYS], lo[NWAYS], hi[NWAYS];
+	uint64_t count[NWAYS], stream_ns[NWAYS];	/* the longer run */
+	double pps[NWAYS], kcall_ns, sys_ns;
+};
+
+/* The options into cfg (and dsize, corrupt_seq, drop_seq); 2 on errors. */
+static void parse_options(int argc, char **argv, struct config *cfg)
+{
+	int i;
+
+	cfg->runs = 50;
+	cfg->per_run = 100;
+	cfg->secs = 2.0;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!v)
 			usage(argv[0]);
 		if (!strcmp(a, "-r"))
-			runs = (int)num_arg(v, 1, 100000, "-r RUNS");
+			cfg->runs = (int)num_arg(v, 1, 100000, "-r RUNS");
 		else if (!strcmp(a, "-n"))
-			per_run = (int)num_arg(v, 1, WINDOW, "-n DATAGRAMS");
+			cfg->per_run = (int)num_arg(v, 1, WINDOW, "-n DATAGRAMS");
 		else if (!strcmp(a, "-s"))
 			dsize = (size_t)num_arg(v, (long)sizeof(struct hdr), MAX_SIZE,
 						"-s BYTES");
 		else if (!strcmp(a, "-t")) {
 			char *end;
 
-			secs = strtod(v, &end);
-			if (*end || !(secs > 0 && secs <= 600))
+			cfg->secs = strtod(v, &end);
+			if (*end || !(cfg->secs > 0 && cfg->secs <= 600))
 				die(2, "-t SECONDS must be in (0, 600], not '%s'", v);
 		} else if (!strcmp(a, "--corrupt"))
 			corrupt_seq = num_arg(v, 0, 1L << 40, "--corrupt SEQ");
@@ -605,19 +609,24 @@ int main(int argc, char **argv)
 			usage(argv[0]);
 		i++;
 	}
-	if (!kml_kernel_mode())
-		die(2, "not running in kernel mode (CPL 3): the kernel functions "
-		    "can only be called by a kernel-mode process; run it from "
-		    "/trusted as root");
+}
 
-	build_pool();
+/*
+ * The shared page, the receiver's socket (bound to an ephemeral port on
+ * 127.0.0.1, its address in dst) and the receiver process; its pid.
+ */
+static pid_t start_receiver(void)
+{
+	socklen_t alen = sizeof(dst);
+	int rfd, bufsize;
+	pid_t child;
+
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 		  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		die(3, "mmap: %s", strerror(errno));
 	memset(sh, 0, sizeof(*sh));
 
-	/* receiver socket, bound to an ephemeral port on 127.0.0.1 */
 	rfd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (rfd < 0)
 		die(3, "socket: %s", strerror(errno));
@@ -643,7 +652,12 @@ int main(int argc, char **argv)
 		_exit(receiver(rfd));
 	}
 	close(rfd);
+	return child;
+}
 
+/* The sender's socket, locked memory and the kernel-side setup. */
+static void start_sender(void)
+{
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (fd < 0)
 		die(3, "socket: %s", strerror(errno));
@@ -651,56 +665,74 @@ int main(int argc, char **argv)
 		die(3, "mlockall: %s (the kernel functions read this process's "
 		    "memory and must not fault on it)", strerror(errno));
 	kernel_setup();
+}
+
+/* The timed runs, the longer run and the call costs, into m. */
+static void measure(const struct config *cfg, struct measured *m)
+{
+	int i, w;
 
 	for (w = 0; w < NWAYS; w++) {
-		t[w] = calloc((size_t)runs, sizeof(uint64_t));
-		if (!t[w])
+		m->t[w] = calloc((size_t)cfg->runs, sizeof(uint64_t));
+		if (!m->t[w])
 			die(3, "out of memory");
-		timed_run(w, per_run);		/* warm-up, not counted */
+		timed_run(w, cfg->per_run);	/* warm-up, not counted */
 	}
-	for (i = 0; i < runs; i++)
+	for (i = 0; i < cfg->runs; i++)
 		for (w = 0; w < NWAYS; w++) {	/* rotate the order per run */
 			int way = (w + i) % NWAYS;
 
-			t[way][i] = timed_run(way, per_run);
+			m->t[way][i] = timed_run(way, cfg->per_run);
 		}
 	/* the longer run, in SLICES slices per way, interleaved */
-	memset(count, 0, sizeof(count));
-	memset(stream_ns, 0, sizeof(stream_ns));
 	for (i = 0; i < SLICES; i++)
 		for (w = 0; w < NWAYS; w++) {
 			int way = (w + i) % NWAYS;
 
-			stream(way, secs / SLICES, &count[way], &stream_ns[way]);
+			stream(way, cfg->secs / SLICES, &m->count[way],
+			       &m->stream_ns[way]);
 		}
-	for (w = 0; w < NWAYS; w++)
-		pps[w] = (double)count[w] * 1e9 / (double)stream_ns[w];
-	call_costs(&kcall_ns, &sys_ns);
-	wait_in_flight(0);
-	i = kernel_release();
-	if (i)
-		die(3, "kernel call of fput: %s", kml_kcall_strerror(i));
+	for (w = 0; w < NWAYS; w++) {
+		m->pps[w] = (double)m->count[w] * 1e9 / (double)m->stream_ns[w];
+		qsort(m->t[w], (size_t)cfg->runs, sizeof(uint64_t), cmp_u64);
+		m->med[w] = m->t[w][cfg->runs / 2];
+		m->lo[w] = m->t[w][0];
+		m->hi[w] = m->t[w][cfg->runs - 1];
+	}
+	call_costs(&m->kcall_ns, &m->sys_ns);
+}
 
+/*
+ * Wait for what is in flight, give the socket back, tell the receiver how
+ * many were sent and wait for it; 1 if it did not finish well.
+ */
+static int stop(pid_t child)
+{
+	int w, status, err;
+
+	wait_in_flight(0);
+	err = kernel_release();
+	if (err)
+		die(3, "kernel call of fput: %s", kml_kcall_strerror(err));
 	for (w = 0; w < NWAYS; w++)
 		sh->sent[w] = seq[w];
 	__atomic_store_n(&sh->done, 1, __ATOMIC_RELEASE);
 	if (waitpid(child, &status, 0) != child)
 		die(3, "waitpid: %s", strerror(errno));
-	bad_exit = !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-		   !sh->finished;
+	return !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !sh->finished;
+}
 
-	for (w = 0; w < NWAYS; w++) {
-		qsort(t[w], (size_t)runs, sizeof(uint64_t), cmp_u64);
-		med[w] = t[w][runs / 2];
-		lo[w] = t[w][0];
-		hi[w] = t[w][runs - 1];
-	}
+/* The tables and the receiver's verdict; the exit status (0 or 1). */
+static int report(const struct config *cfg, const struct measured *m,
+		  int bad_exit, const char *emu)
+{
+	int w;
 
 	printf("kml-udp: UDP over loopback to 127.0.0.1:%u, datagrams of %zu "
 	       "bytes; %d runs of %d datagrams per way (interleaved), then "
 	       "%.1f s per way in %d interleaved slices%s%s\n",
-	       ntohs(dst.sin_port), dsize, runs, per_run, secs, SLICES,
-	       emu ? "; " : "", emu ? emu : "");
+	       ntohs(dst.sin_port), dsize, cfg->runs, cfg->per_run, cfg->secs,
+	       SLICES, emu ? "; " : "", emu ? emu : "");
 	printf("ways: sendto() = the C library's sendto(); sendto() call path "
 	       "= sendto through libkml's call path;\n"
 	       "      kernel_sendmsg() = one kml_kernelcall(kernel_sendmsg) per "
@@ -717,25 +749,27 @@ int main(int argc, char **argv)
 	       "kernel_sendmsg() (ns) | Difference (ns) | %% Benefit |\n");
 	printf("|---|---:|---:|---:|---:|\n");
 	printf("| Delay for sending %d, %zu-byte packets (median of %d runs) | "
-	       "%llu | %llu | %lld | %.1f |\n\n", per_run, dsize, runs,
-	       (unsigned long long)med[W_SENDTO], (unsigned long long)med[W_KERNEL],
-	       (long long)med[W_SENDTO] - (long long)med[W_KERNEL],
-	       100.0 * ((double)med[W_SENDTO] - (double)med[W_KERNEL]) /
-	       (double)med[W_SENDTO]);
+	       "%llu | %llu | %lld | %.1f |\n\n", cfg->per_run, dsize, cfg->runs,
+	       (unsigned long long)m->med[W_SENDTO],
+	       (unsigned long long)m->med[W_KERNEL],
+	       (long long)m->med[W_SENDTO] - (long long)m->med[W_KERNEL],
+	       100.0 * ((double)m->med[W_SENDTO] - (double)m->med[W_KERNEL]) /
+	       (double)m->med[W_SENDTO]);
 
 	printf("| Way | ns per run of %d: median | min | max | ns per datagram "
 	       "| datagrams/s over %.1f s | datagrams | speed vs sendto() |\n",
-	       per_run, secs);
+	       cfg->per_run, cfg->secs);
 	printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (w = 0; w < NWAYS; w++)
 		printf("| %s | %llu | %llu | %llu | %llu | %.0f | %llu | %.2fx |\n",
-		       way_name[w], (unsigned long long)med[w],
-		       (unsigned long long)lo[w], (unsigned long long)hi[w],
-		       (unsigned long long)(med[w] / (uint64_t)per_run), pps[w],
-		       (unsigned long long)count[w], pps[w] / pps[W_SENDTO]);
+		       way_name[w], (unsigned long long)m->med[w],
+		       (unsigned long long)m->lo[w], (unsigned long long)m->hi[w],
+		       (unsigned long long)(m->med[w] / (uint64_t)cfg->per_run),
+		       m->pps[w], (unsigned long long)m->count[w],
+		       m->pps[w] / m->pps[W_SENDTO]);
 	printf("\none kml_kernelcall(jiffies_to_msecs): %.0f ns; one getppid() "
-	       "through the call path: %.0f ns (medians of 2000)\n", kcall_ns,
-	       sys_ns);
+	       "through the call path: %.0f ns (medians of 2000)\n", m->kcall_ns,
+	       m->sys_ns);
 
 	printf("receiver: ");
 	for (w = 0; w < NWAYS; w++)
@@ -754,4 +788,26 @@ int main(int argc, char **argv)
 	}
 	printf("OK: every payload arrived intact\n");
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct measured m;
+	const char *emu = emulated();
+	struct config cfg;
+	int bad_exit;
+	pid_t child;
+
+	parse_options(argc, argv, &cfg);
+	if (!kml_kernel_mode())
+		die(2, "not running in kernel mode (CPL 3): the kernel functions "
+		    "can only be called by a kernel-mode process; run it from "
+		    "/trusted as root");
+
+	build_pool();
+	child = start_receiver();
+	start_sender();
+	measure(&cfg, &m);
+	bad_exit = stop(child);
+	return report(&cfg, &m, bad_exit, emu);
 }

@@ -1,0 +1,259 @@
+"""Render combined results as Markdown and save them with their JSON.
+
+The commands combine their runs into one dict (bench.combine,
+kstackbench.combine); this module turns such a dict into the Markdown
+that ./kml prints, and save() writes both to build/bench/.  Nothing here
+boots or parses guest output.
+"""
+import json
+import time
+
+from . import paths
+from .guestrun import Status
+
+EMULATED_NOTE = ("EMULATED (QEMU TCG software emulation; not hardware timings; "
+                 "compare ratios only)")
+KSTACK_EMULATED = "emulated (TCG)"
+KSTACK_EMULATED_NOTE = ("emulated (TCG): QEMU software emulation, not hardware timings; "
+                        "compare ratios only")
+
+
+def save(data, table, prefix=""):
+    """Write data (JSON) and table (Markdown) to build/bench/PREFIXstamp.*;
+    the common path stem."""
+    paths.BENCH_OUT.mkdir(parents=True, exist_ok=True)
+    stem = paths.BENCH_OUT / (prefix + time.strftime("%Y%m%d-%H%M%S"))
+    stem.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
+    stem.with_suffix(".md").write_text(table)
+    return stem
+
+
+# ---- common pieces ---------------------------------------------------
+
+def fmt_num(v):
+    """About 3-4 significant digits, like kml-bench."""
+    if v < 1:
+        return f"{v:.3f}"
+    if v < 10:
+        return f"{v:.2f}"
+    if v < 100:
+        return f"{v:.1f}"
+    return f"{v:.0f}"
+
+
+def cell(c, key, notes=None, where="", div=1):
+    """A table cell: the number, or why there is none (a numbered note
+    with the reason when notes is a list)."""
+    st = c.get("status")
+    if st == Status.OK and c.get(key) is not None:
+        return fmt_num(c[key] / div)
+    if st == Status.NOT_RUN:
+        return "n/a"
+    if st in (Status.UNAVAILABLE, Status.ERROR):
+        return "–"          # the whole run: see the list of runs
+    word = {Status.SKIPPED: "skipped", Status.FAILED: "FAILED"}.get(st, str(st))
+    if notes is not None and c.get("reason"):
+        notes.append(f"{where}: {word}: {c['reason']}")
+        return f"{word} [{len(notes)}]"
+    return word
+
+
+def system_lines(d):
+    """The Markdown list items that describe the machine of a result d
+    (accel, cpu, online cpus, kernel)."""
+    return [f"- accel: {d.get('accel')}"
+            + (" (QEMU TCG software emulation)" if d.get("emulated") else ""),
+            f"- cpu: {d.get('cpu')}",
+            f"- online cpus: {d.get('ncpus')}",
+            f"- kernel: {d.get('kernel')}"]
+
+
+def run_line(r):
+    """A list item for one run: name, title, command, and its status
+    unless ok."""
+    line = f"  - {r['name']}: {r['title']}, `{r['program']} {' '.join(r['args'])}`"
+    res = r.get("result")
+    if res and res.get("tsc_ghz"):
+        line += f"; tsc {res['tsc_ghz']:.3f} GHz"
+    if r["status"] != Status.OK:
+        line += f" — **{r['status']}**: {r['reason']}"
+    return line
+
+
+def notes_lines(notes):
+    return ["Notes:", ""] + [f"{i}. {n}" for i, n in enumerate(notes, 1)] + [""] \
+        if notes else []
+
+
+def _speedup(s):
+    return f" {s:.2f} |" if s else " – |"
+
+
+# ---- ./kml bench -----------------------------------------------------
+
+def bench_markdown(d):
+    """./kml bench: header, mode list, latency table, seed layouts, file I/O."""
+    emul = f" — {EMULATED_NOTE}" if d.get("emulated") else ""
+    what = "system call latency in three modes" + (", file I/O" if d.get("io") else "")
+    out = [f"# kml-bench: {what}{emul}", ""]
+    out += system_lines(d)
+    out.append(f"- cmdline: {d.get('cmdline')}")
+    out.append(f"- method: {d.get('runs')} runs of about {d.get('run_ms')} ms per row and "
+               "mode; median of the runs' mean time per operation; one boot")
+    out.append("- modes:")
+    out += [run_line(m) for m in d["modes"]]
+    out.append("")
+
+    names = [m["name"] for m in d["modes"]]
+    pairs = [tuple(k.split("/")) for k in d["speedups"]]
+    notes = []
+    out += [f"## Results{emul}", ""]
+    out.append("| Benchmark |" + "".join(f" {n} ns | {n} cycles |" for n in names)
+               + "".join(f" {a}/{b} |" for a, b in pairs))
+    out.append("|---|" + "---:|" * (2 * len(names) + len(pairs)))
+    for r in d["rows"]:
+        label = r["label"].replace("|", "\\|")
+        if r["unit"] != "op":
+            label += f" (per {r['unit']})"
+        line = f"| {label} |"
+        for n in names:
+            c = r["modes"][n]
+            line += f" {cell(c, 'ns_median', notes, n + ', ' + r['name'])} |"
+            cyc = cell(c, "cycles_median")
+            line += f" {cyc if c.get('status') == Status.OK else ''} |"
+        line += "".join(_speedup(r["speedup"].get(f"{a}/{b}")) for a, b in pairs)
+        out.append(line)
+    out += ["", "Speed-up: user ns / kernel-mode ns (above 1: kernel mode is faster).", ""]
+    out += notes_lines(notes)
+
+    by_name = {r["name"]: r for r in d["rows"]}
+    for lay in d.get("layouts", []):
+        rows = [(t, by_name.get(n)) for t, n in lay.get("rows", [])]
+        if not any(r for _, r in rows):
+            continue
+        unit, div = lay.get("unit", "ns"), lay.get("ns_per_unit", 1) or 1
+        out += [f"## {lay.get('title')} ({unit}){emul}", ""]
+        out.append("| Operation |" + "".join(f" {n} ({unit}) |" for n in names)
+                   + "".join(f" {a}/{b} |" for a, b in pairs))
+        out.append("|---|" + "---:|" * (len(names) + len(pairs)))
+        for title, r in rows:
+            line = f"| {title} |"
+            for n in names:
+                line += f" {cell(r['modes'][n], 'ns_median', div=div) if r else 'n/a'} |"
+            line += "".join(_speedup(r["speedup"].get(f"{a}/{b}") if r else None)
+                            for a, b in pairs)
+            out.append(line)
+        out.append("")
+    if d.get("io"):
+        out += io_markdown(d["io"], d.get("emulated"))
+    return "\n".join(out).rstrip() + "\n"
+
+
+def io_markdown(io, emulated):
+    """The file I/O section of ./kml bench's Markdown."""
+    emul = f" — {EMULATED_NOTE}" if emulated else ""
+    out = [f"## File I/O throughput (kml-iobench): ordinary vs kernel-mode process{emul}", ""]
+    if io.get("runs"):
+        out.append(f"- method: IOzone-style, one file per size: write (a new file), "
+                   f"re-write, read, re-read; {io.get('record_kib')} KiB records; loops of "
+                   f"about {io.get('run_ms')} ms, best of {io.get('runs')} runs (highest "
+                   "throughput); all data read back and checked after every loop")
+        out.append(f"- timed: {io.get('timed')}")
+    by_fs = {}
+    for p in io["modes"]:
+        by_fs.setdefault(p["fs"], []).append(p)
+    for fs in io["filesystems"]:
+        where = f"`{fs['dir']}`"
+        mount = next((p["result"].get("mount") for p in by_fs.get(fs["name"], [])
+                      if p["result"] and p["result"].get("mount")), None)
+        if fs["name"] == io["disk"]["fs"]:
+            where += (f", a {io['disk']['mib']} MiB image made on the host with "
+                      f"`{io['disk']['mkfs']}`, {io['disk']['device']}")
+        if mount:
+            where += f", mounted {mount.get('source')} on {mount.get('point')} " \
+                     f"({mount.get('options')})"
+        out.append(f"- {fs['name']}: {where}")
+    out.append("- runs:")
+    out += [run_line(p) for p in io["modes"]]
+    out += ["", "| File system | File size (KiB) | Operation | user KiB/s | kernel KiB/s "
+            "| kernel/user |", "|---|---:|---|---:|---:|---:|"]
+    notes = []
+    for r in io["rows"]:
+        line = f"| {r['fs']} | {r['size_kib']} | {r['op']} |"
+        for m in ("user", "kernel"):
+            c = r["modes"].get(m, {"status": Status.NOT_RUN})
+            if c.get("status") == Status.OK and c.get("kib_s_best") is not None:
+                line += f" {c['kib_s_best']:.0f} |"
+            elif c.get("status") == Status.FAILED:
+                # one note per reason and size: "not measured" repeats
+                text = f"{m}, {r['fs']} {r['size_kib']} KiB: {c.get('reason')}"
+                if text not in notes:
+                    notes.append(text)
+                line += f" FAILED [{notes.index(text) + 1}] |"
+            else:
+                line += f" {cell(c, 'kib_s_best')} |"
+        out.append(line + _speedup(r["ratio"]))
+    out += ["", "kernel/user: the kernel-mode process's throughput / the ordinary "
+            "process's (above 1: kernel mode is faster).", ""]
+    out += notes_lines(notes)
+    return out
+
+
+# ---- ./kml kstack-bench ----------------------------------------------
+
+def _fmt(v, digits=0):
+    if v is None:
+        return "–"
+    return f"{v:.{digits}f}" if digits else fmt_num(v)
+
+
+def _kib(v, digits=0):
+    return "absent" if v is None else f"{v:.{digits}f}"
+
+
+def kstack_markdown(d):
+    """./kml kstack-bench: header, one table of tests and memory rows."""
+    emul = f" — {KSTACK_EMULATED_NOTE}" if d.get("emulated") else ""
+    tag = f", {KSTACK_EMULATED}" if d.get("emulated") else ""
+    out = [f"# kml kstack-bench: dynamic kernel stacks off vs on{emul}", ""]
+    out += system_lines(d)
+    for b in d["boots"]:
+        out.append(f"- {b['name']} boot: kernel command line `{b['cmdline']}`")
+    mem = d["memory"]
+    out.append(f"- method: kml-ubench, BYTE UnixBench-style system tests, each run for "
+               f"{d.get('duration_ms')} ms, {d.get('runs')} times, median ops/s (spread: "
+               "the larger (max - min) / median of the two boots); kernel stack memory: "
+               f"/proc/meminfo KernelStack growth while {mem.get('threads')} threads with "
+               f"{mem.get('stack_kib')} KiB pthread stacks block in read() on a pipe; "
+               "one boot per column")
+    out.append("")
+    out.append(f"| Test | off{tag} | on{tag} | on/off | spread / saving |")
+    out.append("|---|---:|---:|---:|---:|")
+    for r in d["rows"]:
+        spreads = [x for x in (r["off"]["spread"], r["on"]["spread"]) if x is not None]
+        out.append(f"| {r['name']}: {r['label']} ({r['unit']}/s) | "
+                   f"{_fmt(r['off']['median'])} | {_fmt(r['on']['median'])} | "
+                   f"{_fmt(r['ratio'], 2) if r['ratio'] else '–'} | "
+                   + (f"{100 * max(spreads):.1f}%" if spreads else "–") + " |")
+    n = mem.get("threads")
+    off, on = mem["off"], mem["on"]
+    saving = mem.get("saving_pct")
+    sav = f"saving {saving:.1f}%" if saving is not None else "–"
+    out.append(f"| KernelStack growth, {n} idle threads (KiB) | "
+               f"{_kib(off['kernel_stack_delta_kib'])} | {_kib(on['kernel_stack_delta_kib'])} | "
+               f"{_fmt(mem.get('delta_ratio'), 2) if mem.get('delta_ratio') else '–'} | "
+               f"{sav} |")
+    out.append(f"| KernelStack per idle thread (KiB) | "
+               f"{_kib(off['kernel_stack_per_thread_kib'], 2)} | "
+               f"{_kib(on['kernel_stack_per_thread_kib'], 2)} | | |")
+    out.append(f"| KernelStack returned after the join (KiB) | "
+               f"{_kib(off['kernel_stack_returned_kib'])} | "
+               f"{_kib(on['kernel_stack_returned_kib'])} | | |")
+    out.append(f"| nr_dynamic_stack_pages growth, {n} idle threads (KiB) | "
+               f"{_kib(off['dynamic_stack_delta_kib'])} | {_kib(on['dynamic_stack_delta_kib'])} "
+               "| | |")
+    out += ["", "on/off: the on boot's figure / the off boot's (ops/s above 1: faster "
+            "with dynamic kernel stacks). Saving: (off - on) / off of the KernelStack "
+            "growth. absent: the kernel does not report the counter.", ""]
+    out += notes_lines(d.get("notes"))
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,214 @@
+"""Unit tests: the guest-run layer (host/kmltool/guestrun.py) and its guest
+side, guest/kml-modes, run here with /bin/sh and a directory standing in
+for /trusted; no VM."""
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from kmltool import guestrun
+from kmltool.guestrun import Mode, Spec, Status
+
+# A stand-in program: prints its arguments (stdout) and a line on stderr,
+# writes {"cpl": CPL} to the file after --json, exits with $FAKE_EXIT.
+# CPL is 0 when it runs from the trusted directory.
+FAKE = f"""#!{sys.executable}
+import json, os, sys
+args = sys.argv[1:]
+print("args:", *args)
+print("progress", file=sys.stderr, flush=True)
+cpl = 0 if os.path.dirname(sys.argv[0]) == os.environ["KML_TRUSTED"] else 3
+if "--json" in args:
+    with open(args[args.index("--json") + 1], "w") as f:
+        json.dump({{"cpl": cpl, "schema": "fake/1"}}, f)
+sys.stdout.write(os.environ.get("FAKE_TAIL", ""))
+sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
+"""
+
+
+@pytest.fixture
+def guest(tmp_path):
+    """(run(script or argv, **env) -> CompletedProcess, fake program path)."""
+    (tmp_path / "trusted").mkdir()
+    prog = tmp_path / "bin" / "fake"
+    prog.parent.mkdir()
+    prog.write_text(FAKE)
+    prog.chmod(0o755)
+
+    def run(cmd, **env):
+        e = dict(os.environ, KML_TRUSTED=str(tmp_path / "trusted"),
+                 PATH=f"{ROOT / 'guest'}:{prog.parent}:{os.environ['PATH']}")
+        e.update(env)
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else cmd
+        return subprocess.run(argv, capture_output=True, text=True, env=e, timeout=60)
+    return run, prog
+
+
+def test_kml_modes_user_and_kernel(guest, tmp_path):
+    run, prog = guest
+    p = run(["kml-modes", "a", "user", "fake", "x y"])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == (f"# kml-begin a user {prog} x y\nargs: x y\nprogress\n"
+                        "# kml-end a user 0\n")
+    p = run(["kml-modes", "-q", "b", "kernel", str(prog), "z"], FAKE_EXIT="7")
+    trusted = tmp_path / "trusted"
+    assert p.returncode == 7
+    assert p.stdout == (f"# kml-begin b kernel {trusted}/fake z\nprogress\n"
+                        "# kml-end b kernel 7\n")
+    assert list(trusted.iterdir()) == []        # the copy is gone
+
+
+def test_kml_modes_keeps_a_program_already_trusted(guest, tmp_path):
+    run, prog = guest
+    installed = tmp_path / "trusted" / "fake"
+    installed.write_bytes(prog.read_bytes())
+    installed.chmod(0o755)
+    assert run(["kml-modes", "a", "kernel", str(prog)]).returncode == 0
+    assert installed.exists()                   # identical: used, not removed
+    p = run(["kml-modes", "a", "kernel", str(installed)])
+    assert p.returncode == 0 and installed.exists()
+    assert p.stdout.startswith(f"# kml-begin a kernel {installed}\n")
+
+
+def test_kml_modes_collects_a_file(guest, tmp_path):
+    run, _ = guest
+    out = tmp_path / "r.json"
+    p = run(["kml-modes", "-q", "-c", str(out), "a", "user", "fake", "--json", str(out)],
+            FAKE_TAIL="no newline", FAKE_EXIT="1")
+    assert p.returncode == 1
+    lines = p.stdout.splitlines()
+    assert lines[1:] == ["progress", "# kml-data a", '{"cpl": 3, "schema": "fake/1"}',
+                         "# kml-end a user 1"]
+
+
+def test_kml_modes_not_run_and_errors(guest):
+    run, _ = guest
+    p = run(["kml-modes", "a", "kernel", "nosuch", "-v"])
+    assert p.returncode == 127
+    assert p.stdout == ("# kml-begin a kernel nosuch -v\nkml-modes: a: not run: nosuch: "
+                        "not found\n# kml-end a kernel not-run\n")
+    p = run(["kml-modes", "-n", "no disk", "a", "user", "fake"])
+    assert p.returncode == 125 and "kml-modes: a: not run: no disk\n" in p.stdout
+    p = run(["kml-modes", "a", "kernel", "fake"], KML_TRUSTED="/nonexistent")
+    assert p.returncode == 126 and "not run: cannot copy" in p.stdout
+    for argv in (["kml-modes", "a", "user"], ["kml-modes", "a", "root", "fake"],
+                 ["kml-modes", "-x", "a", "user", "fake"]):
+        p = run(argv)
+        assert p.returncode == 2 and p.stdout == "" and "kml-modes" in p.stderr
+
+
+def specs():
+    return [Spec("u", Mode.USER, "fake", ("a",), options=("--quick",), collect="--json",
+                 quiet=True),
+            Spec("k", Mode.KERNEL, "fake", collect="--json"),
+            Spec("m1", Mode.USER, "fake", setup="echo mount failed >&2; false"),
+            Spec("m2", Mode.KERNEL, "fake", setup="echo mount failed >&2; false"),
+            Spec("t", Mode.USER, "fake", setup="true")]
+
+
+def test_script_runs_parse_and_check(guest, tmp_path):
+    run, _ = guest
+    sp = specs()
+    text = guestrun.script(sp, prelude=["echo hello"], tmp=str(tmp_path / "res"))
+    assert text.startswith("echo hello\nmkdir -p ")
+    assert (f"kml-modes '-q' '-c' '{tmp_path}/res/u.out' 'u' 'user' 'fake' 'a' '--quick' "
+            f"'--json' '{tmp_path}/res/u.out'\n") in text
+    assert text.count("if {") == 2 and text.endswith("fi\nexit 0\n")
+    p = run(text)
+    assert p.returncode == 0, p.stderr
+    runs = guestrun.parse(p.stdout)
+    assert list(runs) == ["u", "k", "m1", "m2", "t"]
+    u, k = runs["u"], runs["k"]
+    assert (u.mode, u.exit, u.finished, u.output) == ("user", 0, True, ["progress"])
+    assert u.doc == {"cpl": 3, "schema": "fake/1"}
+    assert k.output[0].startswith("args: --json ") and k.doc["cpl"] == 0
+    assert [guestrun.check(s, runs[s.name], schema="fake/1") for s in sp[:2]] == \
+        [(Status.OK, None), (Status.OK, None)]
+    assert runs["m1"].not_run and runs["m2"].not_run and runs["m1"].exit is None
+    assert guestrun.check(sp[2], runs["m1"]) == (
+        Status.ERROR, "not run: echo mount failed >&2; false failed: mount failed")
+    assert guestrun.check(sp[4], runs["t"]) == (Status.OK, None)
+
+
+def test_check_verdicts():
+    spec = Spec("k", Mode.KERNEL, "/usr/bin/prog", collect="--json")
+
+    def run(exit, data=None, out=(), finished=True):
+        return guestrun.Run("k", "kernel", exit=exit, data=data, output=list(out),
+                            finished=finished)
+    assert guestrun.check(spec, None)[0] == Status.ERROR
+    assert guestrun.check(spec, run(3, None, ["no kernel mode here"])) == \
+        (Status.UNAVAILABLE, "no kernel mode here")
+    assert guestrun.check(spec, run(139, None, ["x", ""])) == \
+        (Status.ERROR, "prog exited with 139: x")
+    assert guestrun.check(spec, run(None, None, ["half"], finished=False)) == \
+        (Status.ERROR, "prog did not finish: half")
+    assert guestrun.check(spec, run(0, "{bad")) [1].startswith(
+        "prog exited with 0 but wrote invalid JSON")
+    assert guestrun.check(spec, run(0)) == (Status.ERROR, "prog exited with 0 but wrote no JSON")
+    assert guestrun.check(spec, run(1, None, ["usage"])) == \
+        (Status.ERROR, "prog exited with 1: usage")
+    assert guestrun.check(spec, run(0, '{"cpl": 3}'))[1].startswith(
+        "ran at CPL 3, expected CPL 0")
+    assert guestrun.check(spec, run(0, '{"cpl": 0}'), schema="s/1") == \
+        (Status.ERROR, "JSON schema None, expected 's/1'")
+    assert guestrun.check(spec, run(1, '{"cpl": 0}', ["2 rows failed"])) == \
+        (Status.FAILED, "2 rows failed")
+
+
+def test_parse_marker_after_unterminated_output():
+    text = ("noise\n# kml-begin a user /p\nout\npartial# kml-data a\n{}\n"
+            "# kml-end a user 0\n# kml-begin b kernel /trusted/p\nlast")
+    runs = guestrun.parse(text)
+    assert runs["a"].output == ["out", "partial"] and runs["a"].data == "{}\n"
+    assert runs["a"].doc == {}
+    assert (runs["b"].finished, runs["b"].exit, runs["b"].output) == (False, None, ["last"])
+
+
+def test_stream_shows_headers_and_hides_data():
+    text = (b"pre\n# kml-begin a user /p -x\nprogress 1\npartial# kml-data a\n"
+            b"{\"secret\": 1}\n# kml-end a user 0\n# kml-begin b kernel /trusted/p\n"
+            b"prompt> ")
+    for headers, want in ((True, b"pre\n== a (user mode): /p -x\nprogress 1\npartial\n"
+                                 b"== b (kernel mode): /trusted/p\nprompt> "),
+                          (False, b"pre\nprogress 1\npartial\nprompt> ")):
+        out = io.BytesIO()
+        s = guestrun.Stream(out=out, headers=headers)
+        for i in range(0, len(text), 3):            # markers split across reads
+            s(text[i:i + 3])
+        assert out.getvalue() == want
+
+
+def test_spec_paths_argv_and_names():
+    s = Spec("k", "kernel", "/usr/bin/kml-bench", ("--x",), options=("--quick",),
+             collect="--json", quiet=True)
+    assert s.mode is Mode.KERNEL and s.cpl == 0 and s.path == "/trusted/kml-bench"
+    assert s.argv("/t") == ["kml-modes", "-q", "-c", "/t/k.out", "k", "kernel",
+                            "/usr/bin/kml-bench", "--x", "--quick", "--json", "/t/k.out"]
+    assert Spec("u", Mode.USER, "/usr/bin/kml-bench").path == "/usr/bin/kml-bench"
+    assert Spec("t", Mode.KERNEL, "/trusted/kml-ps").path == "/trusted/kml-ps"
+    assert s.with_options("-v").options == ("--quick", "-v")
+    for bad in ("", "a b", "-x", "a/b"):
+        with pytest.raises(ValueError):
+            Spec(bad, Mode.USER, "p")
+    with pytest.raises(ValueError):
+        Spec("a", "root", "p")
+
+
+def test_group_boots_by_append():
+    a = Spec("a", Mode.USER, "p")
+    b = Spec("b", Mode.USER, "p", append="x=1", disk=(64, "ext4"))
+    c = Spec("c", Mode.USER, "p", disk=(8, None))
+    d = Spec("d", Mode.USER, "p", append="x=1")
+    assert guestrun.group([a, b, c, d]) == [("", (8, None), [a, c]),
+                                             ("x=1", (64, "ext4"), [b, d])]
+
+
+def test_status_is_its_value():
+    assert f"{Status.OK}" == "ok" and str(Status.NOT_RUN) == "not run"
+    assert json.dumps({"s": Status.FAILED, "m": Mode.KERNEL}) == '{"s": "failed", "m": "kernel"}'
+    assert Status.OK == "ok" and Status("skipped") is Status.SKIPPED
