@@ -90,6 +90,20 @@ struct spawn {
 	int (*setup)(void);	/* last step before exec, or NULL */
 };
 
+/* In the child: chroot, chdir, user and setup as struct spawn says. */
+static int spawn_setup(const void *arg)
+{
+	const struct spawn *how = arg;
+
+	if (how->root && (chroot(how->root) || chdir("/")))
+		_exit(120);
+	if (how->dir && chdir(how->dir))
+		_exit(121);
+	if (how->uid && become_user(how->uid))
+		_exit(122);
+	return how->setup ? how->setup() : 0;
+}
+
 /* Run prog with args; returns the exit status, output in out. */
 static int spawn(const struct spawn *how, char *out, size_t size,
 		 const char *prog, const char *arg1, const char *arg2,
@@ -98,39 +112,9 @@ static int spawn(const struct spawn *how, char *out, size_t size,
 	char *argv[] = { (char *)prog, (char *)arg1, (char *)arg2,
 			 (char *)arg3, NULL };
 	char *envp[] = { (char *)(how && how->env ? how->env : "X=1"), NULL };
-	int fds[2], status;
-	size_t len = 0;
-	ssize_t n;
-	pid_t pid;
 
-	if (pipe(fds))
-		return -1;
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		dup2(fds[1], 2);
-		close(fds[0]);
-		if (how && how->root && (chroot(how->root) || chdir("/")))
-			_exit(120);
-		if (how && how->dir && chdir(how->dir))
-			_exit(121);
-		if (how && how->uid && become_user(how->uid))
-			_exit(122);
-		if (how && how->setup && how->setup())
-			_exit(123);
-		execve(prog, argv, envp);
-		_exit(127);
-	}
-	close(fds[1]);
-	while (len + 1 < size && (n = read(fds[0], out + len, size - 1 - len)) > 0)
-		len += n;
-	out[len] = '\0';
-	close(fds[0]);
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return kml_run_capture_setup(argv, envp, how ? spawn_setup : NULL, how,
+				     out, size, NULL);
 }
 
 static int probe(const struct spawn *how, const char *prog, char *out, size_t size)

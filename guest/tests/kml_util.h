@@ -106,9 +106,15 @@ static inline int kml_kernel(void)
 	return n > 4 && !strcmp(u.release + n - 4, "-kml");
 }
 
-/* Run argv with stdout+stderr into out; exit status, or -1. */
-static inline int kml_run_capture(char *const argv[], char *const envp[],
-				  char *out, size_t size, pid_t *pidp)
+/*
+ * Run argv with stdout+stderr into out; exit status (128 + signal), or
+ * -1.  In the child, setup(arg), if given, runs last before exec (it may
+ * _exit() with a status of its own; nonzero: exit 123).
+ */
+static inline int kml_run_capture_setup(char *const argv[], char *const envp[],
+					int (*setup)(const void *),
+					const void *arg, char *out, size_t size,
+					pid_t *pidp)
 {
 	int p[2], status;
 	size_t n = 0;
@@ -125,6 +131,8 @@ static inline int kml_run_capture(char *const argv[], char *const envp[],
 		dup2(p[1], 2);
 		close(p[0]);
 		close(p[1]);
+		if (setup && setup(arg))
+			_exit(123);
 		if (envp)
 			execve(argv[0], argv, envp);
 		else
@@ -144,6 +152,13 @@ static inline int kml_run_capture(char *const argv[], char *const envp[],
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);
+}
+
+/* Run argv with stdout+stderr into out; exit status, or -1. */
+static inline int kml_run_capture(char *const argv[], char *const envp[],
+				  char *out, size_t size, pid_t *pidp)
+{
+	return kml_run_capture_setup(argv, envp, NULL, NULL, out, size, pidp);
 }
 
 /* Program output, indented as TAP diagnostics ("# " on every line). */

@@ -267,36 +267,21 @@ static void scanner(int argc, char **argv)
 	_exit(0);
 }
 
+static int become_uid(const void *arg)
+{
+	uid_t uid = *(const uid_t *)arg;
+
+	return setgroups(0, NULL) || setresgid(uid, uid, uid) ||
+	       setresuid(uid, uid, uid);
+}
+
 /* Run prog SCAN_ARG as uid; its output into out. */
 static int run_scan(const char *prog, uid_t uid, char *out, size_t size)
 {
-	int fds[2], status;
-	ssize_t n, len = 0;
-	pid_t pid;
+	char *argv[] = { (char *)prog, SCAN_ARG, NULL };
 
-	if (pipe(fds))
-		return -1;
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		dup2(fds[1], 1);
-		close(fds[0]);
-		if (uid && (setgroups(0, NULL) || setresgid(uid, uid, uid) ||
-			    setresuid(uid, uid, uid)))
-			_exit(122);
-		execl(prog, prog, SCAN_ARG, NULL);
-		_exit(127);
-	}
-	close(fds[1]);
-	while (len + 1 < (ssize_t)size &&
-	       (n = read(fds[0], out + len, size - 1 - len)) > 0)
-		len += n;
-	out[len] = '\0';
-	close(fds[0]);
-	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
+	return kml_run_capture_setup(argv, NULL, uid ? become_uid : NULL, &uid,
+				     out, size, NULL);
 }
 
 static const char *self_exe(void)
