@@ -16,12 +16,38 @@ PROBLEMS = [
     ("call trace", re.compile(r"^\s*Call Trace:")),
 ]
 
+# Plain kernel messages that happen to start with "WARNING:" but are no
+# splat (no stack dump, nothing went wrong in the kernel): a program asked
+# for something deprecated.  Exact texts only; anything else still counts.
+PLAIN = [
+    # fs/namespace.c warn_mandlock(): mount(2) with MS_MANDLOCK (trinity)
+    re.compile(r"^WARNING: The mand mount option has been deprecated and$"),
+]
+
+
+# The OOM killer's report and an allocation-failure report (warn_alloc())
+# dump the stack of the task that ran out of memory: a program's choice,
+# not a kernel problem.  Their "Call Trace:" (up to the end of that trace)
+# does not count; anything else in them still does.
+OOM_REPORT = re.compile(r"\binvoked oom-killer: |: page allocation failure: order:\d+, mode:")
+TRACE_END = re.compile(r"^\s*</TASK>")
+CALL_TRACE = dict(PROBLEMS)["call trace"]
+
 
 def problems(text):
     """[(kind, line_number, line)] for every problem line in a console log."""
     found = []
+    in_oom = False
     for n, line in enumerate(text.splitlines(), 1):
         line = re.sub(r"^\[\s*\d+\.\d+\]\s*", "", line.rstrip("\r"))
+        if any(p.search(line) for p in PLAIN):
+            continue
+        if OOM_REPORT.search(line):
+            in_oom = True
+        elif in_oom and TRACE_END.search(line):
+            in_oom = False
+        if in_oom and CALL_TRACE.search(line):
+            continue
         for kind, pat in PROBLEMS:
             if pat.search(line):
                 found.append((kind, n, line))

@@ -73,3 +73,47 @@ def test_console_detects_each_kind():
         assert len(found) == 1, (kind, found)
         assert found[0][1] == CLEAN.count("\n") + 1
     assert console.problems("[ 1.0] kernel BUG at mm/slub.c:1!\n")[0][0] == "BUG"
+
+
+def test_console_plain_warning_text_is_no_problem():
+    # fs/namespace.c warn_mandlock(), as trinity's mount(MS_MANDLOCK) prints it
+    mand = ("[ 3.0] =======================================================\n"
+            "[ 3.0] WARNING: The mand mount option has been deprecated and\n"
+            "[ 3.0]          and is ignored by this kernel. Remove the mand\n"
+            "[ 3.0]          option from the mount to silence this warning.\n"
+            "[ 3.0] =======================================================\n")
+    assert console.problems(CLEAN + mand) == []
+    # only that exact text: a splat with the same words still counts
+    other = "[ 3.0] WARNING: The mand mount option has been deprecated and more\n"
+    assert console.problems(CLEAN + other)[0][0] == "WARNING"
+    splat = "[ 3.0] WARNING: CPU: 1 PID: 7 at fs/namespace.c:1 warn_mandlock+0x1/0x2\n"
+    assert console.problems(CLEAN + mand + splat)[0][0] == "WARNING"
+
+
+OOM = """\
+[ 5.0] stress-ng invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE), order=0, oom_score_adj=1000
+[ 5.0] CPU: 1 UID: 0 PID: 99 Comm: stress-ng Not tainted 6.12.117-kml #1
+[ 5.0] Call Trace:
+[ 5.0]  <TASK>
+[ 5.0]  dump_stack_lvl+0x5d/0x80
+[ 5.0]  dump_header+0x43/0x1b0
+[ 5.0]  </TASK>
+[ 5.0] Out of memory: Killed process 99 (stress-ng) total-vm:1000kB
+"""
+
+
+def test_console_oom_report_stack_is_no_problem():
+    assert console.problems(CLEAN + OOM) == []
+    # a trace after the report's own still counts, and so does a splat in it
+    later = "[ 6.0] Call Trace:\n"
+    assert [k for k, _, _ in console.problems(CLEAN + OOM + later)] == ["call trace"]
+    splat = OOM.replace("[ 5.0]  dump_header", "[ 5.0] BUG: unable to handle page fault\n[ 5.0]  x")
+    assert [k for k, _, _ in console.problems(CLEAN + splat)] == ["BUG"]
+
+
+def test_console_allocation_failure_stack_is_no_problem():
+    fail = ("[ 7.0] trinity-c1: page allocation failure: order:0, "
+            "mode:0x140dca(GFP_HIGHUSER_MOVABLE|__GFP_COMP|__GFP_ZERO), nodemask=(null)\n"
+            "[ 7.0] CPU: 1 UID: 65534 PID: 724 Comm: trinity-c1 Not tainted 6.12.117-kml #10\n"
+            "[ 7.0] Call Trace:\n[ 7.0]  <TASK>\n[ 7.0]  warn_alloc+0xff/0x190\n[ 7.0]  </TASK>\n")
+    assert console.problems(CLEAN + fail) == []
