@@ -10,7 +10,7 @@ from pathlib import Path
 from kmlverify.cli import main as verify_main
 
 from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
-from . import setup
+from . import setup, soak
 from .guestrun import Mode, Spec, Status
 from .paths import KmlError
 from .util import say
@@ -126,6 +126,23 @@ def build_parser():
     p.add_argument("--threads", type=positive_int, default=kstackbench.DEFAULT_THREADS,
                    metavar="N", help="idle threads for the kernel-stack memory "
                    f"measurement (default {kstackbench.DEFAULT_THREADS})")
+
+    text = ("Debian's stress-ng (as an ordinary process and in kernel mode) and trinity "
+            "(in kernel mode), one boot per configuration; fails on any kernel console "
+            "problem or a stressor that fails in kernel mode only")
+    p = sub.add_parser("soak", help=text, description=text + ".")
+    add_vm_options(p, 5400)
+    p.set_defaults(mem="2G")
+    p.add_argument("--short", action="store_true",
+                   help=f"the CI form: {len(soak.SHORT)} stressors, "
+                        f"{' and '.join(soak.SHORT_CONFIGS)}, fewer trinity calls")
+    p.add_argument("--config", action="append", choices=soak.CONFIG_NAMES,
+                   help="configuration(s) to boot (default: all four; --short: "
+                        f"{' '.join(soak.SHORT_CONFIGS)})")
+    p.add_argument("--stressor-timeout", type=positive_int, metavar="S",
+                   help="seconds per stressor and mode (default 2)")
+    p.add_argument("--calls", type=positive_int, metavar="N",
+                   help="trinity's system calls per boot (default 100000; --short: 20000)")
 
     p = sub.add_parser("patches", help="the kernel patch series")
     psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
@@ -277,6 +294,32 @@ def cmd_kstack_bench(a):
     return 0
 
 
+def cmd_soak(a):
+    """stress-ng and trinity in every configuration (see soak.py): plan,
+    specs, boots, combine, render, save."""
+    p = soak.plan(a.short, a.config, a.stressor_timeout, a.calls)
+    build_all()
+    members = {c: soak.class_members(c) for c in soak.CLASSES}
+    specs = soak.specs(p, members)
+    say(f"soak: {len(p.configs)} boot(s) ({', '.join(c.name for c in p.configs)}); "
+        f"stress-ng {p.stressor_timeout} s per stressor and mode, trinity {p.calls} calls")
+    vm = vm_options(a)
+    out = guestrun.boot(specs, soak.PRELUDE, adds=soak.adds(), **vm)
+    data = soak.combine(p, members, out)
+    table = soak.markdown(data)
+    print("\n" + table, end="", flush=True)
+    stem = report.save(data, table, prefix="soak-")
+    say(f"results: {stem}.json and {stem}.md")
+    if out.failed:
+        say(f"soak FAILED: {out.failed.failure}")
+        return out.failed.code
+    if data["status"] is not Status.OK:
+        say("soak FAILED: " + "; ".join(p for c in data["configs"] for p in c["problems"])[:2000])
+        return 1
+    say("soak: clean")
+    return 0
+
+
 def cmd_verify(a):
     return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
 
@@ -298,6 +341,8 @@ def main(argv):
             return cmd_bench(a, demo=a.cmd == "demo")
         if a.cmd == "kstack-bench":
             return cmd_kstack_bench(a)
+        if a.cmd == "soak":
+            return cmd_soak(a)
         if a.cmd == "patches":
             if a.pcmd == "apply":
                 setup.setup(quiet=True)

@@ -276,11 +276,12 @@ def parse(text):
 
 # ---- checks ----------------------------------------------------------
 
-def check(spec, run, schema=None):
+def check(spec, run, schema=None, json=True):
     """(Status, reason) from what every run shares: did it run, how did it
     exit, did it write its result (a JSON document with the schema given,
-    from the expected CPL).  OK: exit status 0; FAILED: 1 (the program
-    reports failures itself; the caller says which)."""
+    from the expected CPL; json=False: the caller reads the collected file
+    itself).  OK: exit status 0; FAILED: 1 (the program reports failures
+    itself; the caller says which)."""
     prog = spec.base
     if run is None:
         return Status.ERROR, "no output from this run (the guest script stopped early)"
@@ -293,7 +294,7 @@ def check(spec, run, schema=None):
         return Status.UNAVAILABLE, last or f"{prog} exit status {EXIT_UNAVAILABLE}"
     if run.exit not in (0, 1):
         return Status.ERROR, f"{prog} exited with {run.exit}" + (f": {last}" if last else "")
-    if spec.collect:
+    if spec.collect and json:
         doc = run.doc
         if doc is None and run.exit != 0 and last:
             return Status.ERROR, f"{prog} exited with {run.exit}: {last}"
@@ -408,8 +409,9 @@ def group(specs):
 
 def boot(specs, prelude=(), append="", show=True, **vm):
     """Boot once per group of specs (see group()), run them with kml-modes
-    and parse the results.  append: the user's kernel command line, added
-    to each boot's own; vm: qemu.boot()'s smp, mem, timeout, accel.
+    and parse the results.  prelude: shell lines every boot's script
+    starts with.  append: the user's kernel command line, added to each
+    boot's own; vm: qemu.boot()'s smp, mem, timeout, accel.
     show: stream the output (with a header line per run).  Stops after a
     boot that fails as a whole (a console problem, a timeout, the guest
     script's exit status); Outcome.failed says which and why."""
@@ -429,7 +431,7 @@ def boot(specs, prelude=(), append="", show=True, **vm):
         if len(groups) > 1:
             say(f"boot {i + 1} of {len(groups)} ({', '.join(s.name for s in members)}): "
                 f"kernel command line + {full or '(nothing)'}")
-        text = script(members, prelude if i == 0 else ())
+        text = script(members, prelude)
         disk_opts = {"disk_mib": disk[0], "disk_fs": disk[1]} if disk else {}
         res = qemu.boot(["sh", "-c", text], append=full,
                         stream=Stream() if show else False, **disk_opts, **vm)

@@ -30,6 +30,8 @@ PACKAGES = {
     "libbpf-dev": "BTF reader (static libbpf) for the kernel-library programs",
     "zlib1g-dev": "static libbpf/libelf dependency of the kernel-library programs",
     "e2fsprogs": "mkfs.ext4: the ext4 disk image of ./kml bench's file I/O part",
+    "stress-ng": "./kml soak: stressors run in kernel mode",
+    "trinity": "./kml soak: the system-call fuzzer run in kernel mode",
 }
 
 

@@ -372,3 +372,12 @@ def test_dynamic_kstacks_without_kernel_mode_processes():
     assert res.status == 0, res.output
     faults = int(res.output.decode().split()[-1])
     assert faults > 0
+
+
+def test_soak_short_is_clean():
+    """./kml soak --short: Debian's stress-ng and trinity in kernel mode, in
+    two boots (part of the suite so that CI runs it)."""
+    p = kml("soak", "--short", timeout=1800)
+    assert p.returncode == 0, (p.stdout[-4000:], p.stderr[-4000:])
+    rows = [line for line in p.stdout.splitlines() if line.startswith("| pti-")]
+    assert len(rows) == 2 and all(r.endswith("| clean |") for r in rows), rows
