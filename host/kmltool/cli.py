@@ -9,7 +9,8 @@ from pathlib import Path
 
 from kmlverify.cli import main as verify_main
 
-from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
+from . import bench, guestrun, initramfs, insn, kbuild, kstackbench, pathlen, patches, paths, \
+    qemu, report
 from . import setup
 from .guestrun import Mode, Spec, Status
 from .paths import KmlError
@@ -60,8 +61,8 @@ def mem_size(s):
     return f"{m.group(1)}{m.group(2)}"
 
 
-def add_vm_options(p, timeout):
-    p.add_argument("--smp", type=smp_count, default=2, help="vCPUs (default 2)")
+def add_vm_options(p, timeout, smp=2):
+    p.add_argument("--smp", type=smp_count, default=smp, help=f"vCPUs (default {smp})")
     p.add_argument("--mem", type=mem_size, default="1G", help="guest memory (default 1G)")
     p.add_argument("--append", default="", metavar="ARGS", help="extra kernel command line")
     p.add_argument("--timeout", type=positive_int, default=timeout, metavar="S",
@@ -126,6 +127,17 @@ def build_parser():
     p.add_argument("--threads", type=positive_int, default=kstackbench.DEFAULT_THREADS,
                    metavar="N", help="idle threads for the kernel-stack memory "
                    f"measurement (default {kstackbench.DEFAULT_THREADS})")
+
+    text = ("instructions per system call (getppid, read, write, futex wake, pipe round "
+            "trip) in the three modes of bench, with pti=off and pti=on, counted by "
+            "single-stepping through QEMU's gdb stub, with the costly instructions met")
+    p = sub.add_parser("pathlen", help=text, description=text + ".")
+    add_vm_options(p, 1800, smp=1)    # one vCPU: nothing else runs while it is stepped
+    p.add_argument("--quick", action="store_true", help="getppid only, 3 samples")
+    p.add_argument("--only", metavar="OPS", help="comma-separated operations: "
+                   + ",".join(pathlen.OPS))
+    p.add_argument("--samples", type=positive_int, metavar="N",
+                   help=f"hits counted per operation (default {pathlen.DEFAULT_SAMPLES})")
 
     p = sub.add_parser("patches", help="the kernel patch series")
     psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
@@ -277,6 +289,33 @@ def cmd_kstack_bench(a):
     return 0
 
 
+def cmd_pathlen(a):
+    """kml-pathlen in three modes, in a boot with pti=off and one with
+    pti=on, counted by a gdb hook (see pathlen.py): specs, boots, combine,
+    render, save.  KML_NO_KERNEL_BUILD=1: the kernel as it is."""
+    only = a.only.split(",") if a.only else (["getppid"] if a.quick else None)
+    if only:
+        pathlen.check_only(only)
+    pathlen.check_append(a.append)
+    if os.environ.get("KML_NO_KERNEL_BUILD") == "1":
+        initramfs.build_initramfs()
+    else:
+        build_all()
+    kernel = insn.Symbols.of_file(pathlen.VMLINUX)
+    tracer = pathlen.Tracer(a.samples or (3 if a.quick else pathlen.DEFAULT_SAMPLES), say=say)
+    specs = pathlen.specs(only)
+    out = guestrun.boot(specs, gdb=tracer, **vm_options(a))
+    if out.failed:
+        say(f"pathlen FAILED: {out.failed.failure}")
+        return out.failed.code
+    data = pathlen.combine(specs, out.runs, tracer, kernel)
+    table = report.pathlen_markdown(data)
+    print("\n" + table, end="", flush=True)
+    stem = report.save(data, table, prefix="pathlen-")
+    say(f"results: {stem}.json and {stem}.md")
+    return pathlen.exit_status(data)
+
+
 def cmd_verify(a):
     return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
 
@@ -298,6 +337,8 @@ def main(argv):
             return cmd_bench(a, demo=a.cmd == "demo")
         if a.cmd == "kstack-bench":
             return cmd_kstack_bench(a)
+        if a.cmd == "pathlen":
+            return cmd_pathlen(a)
         if a.cmd == "patches":
             if a.pcmd == "apply":
                 setup.setup(quiet=True)
