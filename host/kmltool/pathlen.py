@@ -40,6 +40,7 @@ OPS = ("getppid", "read", "write", "futex_wake", "pipe_rtt")
 PTI = ("off", "on")
 DEFAULT_SAMPLES, DEFAULT_SKIP = 5, 1
 MAX_STEPS = 200000          # a path longer than this is an error (a stall)
+MAX_NULL_STEPS = 100        # steps in a row that execute nothing: an error
 STOP_TIMEOUT = 120          # seconds until a breakpoint must be hit
 READY = r"kml-pathlen: ready (.*)$"
 VDSO_DBG = paths.OBJ / "arch" / "x86" / "entry" / "vdso" / "vdso64.so.dbg"
@@ -131,12 +132,29 @@ def read_code(stub, rip):
     return data
 
 
+def step_once(stub, thread, regs):
+    """Execute one instruction: (the registers after it, the steps that
+    did nothing).  QEMU now and then ends a single step before the
+    instruction executes (the vCPU left its loop for another reason):
+    the registers come back unchanged, which no instruction that executes
+    does (every one moves RIP, but a jump to itself; a REP iteration
+    changes RCX).  Such steps are repeated, and counted apart."""
+    for null in range(MAX_NULL_STEPS):
+        stop = stub.step(thread)
+        if stop.exited:
+            raise StubError(f"the VM ended while stepping ({stop.text})")
+        new = stub.regs()
+        if new != regs:
+            return new, null
+    raise StubError(f"no progress in {MAX_NULL_STEPS} steps at {regs['rip']:#x}")
+
+
 def trace(stub, thread, regs, end, code):
     """Single-step thread's vCPU from regs (stopped at the entering
-    instruction) until RIP is end: the Steps; code gets the bytes of each
-    new RIP, read while that instruction's page tables are current (with
-    PTI the entry trampoline runs on the user CR3)."""
-    steps = []
+    instruction) until RIP is end: (the Steps, the null steps); code gets
+    the bytes of each new RIP, read while that instruction's page tables
+    are current (with PTI the entry trampoline runs on the user CR3)."""
+    steps, nulls = [], 0
     while regs["rip"] != end:
         if len(steps) >= MAX_STEPS:
             raise StubError(f"no return to {end:#x} within {MAX_STEPS} instructions "
@@ -145,11 +163,9 @@ def trace(stub, thread, regs, end, code):
         if rip not in code:
             code[rip] = read_code(stub, rip)
         steps.append(Step(rip, regs["rsp"], regs["rcx"]))
-        stop = stub.step(thread)
-        if stop.exited:
-            raise StubError(f"the VM ended while stepping ({stop.text})")
-        regs = stub.regs()
-    return steps
+        regs, null = step_once(stub, thread, regs)
+        nulls += null
+    return steps, nulls
 
 
 def hit(stub, by_at):
@@ -236,13 +252,16 @@ def symbols_for(ready, kernel, program=GUEST_BINARY, vdso=VDSO_DBG):
 
 
 def op_figures(traces, insns, syms):
-    """One operation's figures: the summary of the shortest trace, every
-    trace's count, and where the longest differs from it."""
+    """One operation's figures from its [(steps, null steps)]: the summary
+    of the shortest trace, every trace's count, the null steps, and where
+    the longest differs from the shortest."""
+    nulls = [n for _, n in traces]
+    traces = [t for t, _ in traces]
     sums = [summarize(t, insns, syms) for t in traces]
     counts = [s["instructions"] for s in sums]
     lo, hi = counts.index(min(counts)), counts.index(max(counts))
     out = dict(sums[lo])
-    out.update({"samples": counts, "min": counts[lo], "max": counts[hi],
+    out.update({"samples": counts, "min": counts[lo], "max": counts[hi], "null_steps": nulls,
                 "differs": first_difference(traces[lo], traces[hi], syms) if counts[lo] !=
                 counts[hi] else None})
     return out
