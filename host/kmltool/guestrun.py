@@ -2,7 +2,8 @@
 
 Every ./kml command that runs programs in a VM goes through this layer:
 the test suite (guest/run-tests), the demo, `./kml run --kernel-mode`,
-`./kml bench` and `./kml kstack-bench`.  A command describes each program
+`./kml bench`, `./kml kstack-bench` and `./kml pathlen` (whose counting
+runs in a gdb hook: boot(..., gdb=fn) passes it to qemu.boot()).  A command describes each program
 run as a Spec (program, arguments, user or kernel mode, how to collect its
 result, what the boot needs); boot() groups the specs into boots, writes
 the guest script, streams the output and parses it into Runs; check()
