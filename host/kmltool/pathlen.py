@@ -283,7 +283,7 @@ def run_status(spec, run, measured):
     want = "call" if "call" in spec.args else "syscall"
     if doc.get("path") != want:
         return Status.ERROR, f"measured path {doc.get('path')!r}, expected {want!r}"
-    if f"pti={spec.append.split('=', 1)[1]}" not in (doc.get("cmdline") or "").split():
+    if spec.append not in (doc.get("cmdline") or "").split():
         return Status.ERROR, f"the kernel command line lacks {spec.append}"
     if measured is None or not doc.get("done"):
         return Status.ERROR, "the host did not count this run"
@@ -294,34 +294,42 @@ def cell(status, reason, figures=None):
     return {"status": status, "reason": reason, **(figures or {})}
 
 
+def pti_of(spec):
+    return spec.append.split("=", 1)[1]
+
+
+def _record(spec, run, measured, status, why):
+    """One run in the combined result."""
+    return {"name": spec.name, "mode": spec.name.rsplit("-pti-", 1)[0], "pti": pti_of(spec),
+            "title": spec.title, "program": spec.path, "args": list(spec.args),
+            "cpl": spec.cpl, "exit_status": run.exit if run else None, "status": status,
+            "reason": why, "sstep": measured.get("sstep") if measured else None}
+
+
 def combine(specs_, runs, tracer, kernel_syms):
     """The combined result (saved as JSON; report.pathlen_markdown()
     prints it)."""
-    records, figures, base, boots = [], {}, None, {}
+    records, figures, docs = [], {}, {}
     for s in specs_:
         run, measured = runs.get(s.name), tracer.results.get(s.name)
         status, why = run_status(s, run, measured)
-        doc = run.doc if run and status == Status.OK else None
-        base = base or doc
-        pti = s.append.split("=", 1)[1]
-        if doc:
-            boots.setdefault(pti, {"pti": pti, "cmdline": doc.get("cmdline"),
-                                   "vulnerabilities": doc.get("vulnerabilities") or {}})
+        records.append(_record(s, run, measured, status, why))
+        if status == Status.OK:
+            docs.setdefault(pti_of(s), run.doc)
             figures[s.name] = run_figures(measured, symbols_for(measured["ready"],
                                                                  kernel_syms))
-        records.append({"name": s.name, "mode": s.name.rsplit("-pti-", 1)[0], "pti": pti,
-                        "title": s.title, "program": s.path, "args": list(s.args),
-                        "cpl": s.cpl, "exit_status": run.exit if run else None,
-                        "status": status, "reason": why,
-                        "sstep": measured.get("sstep") if measured else None})
-    if base is None:
+    if not docs:
         why = "; ".join(f"{r['name']}: {r['status']}: {r['reason']}" for r in records)
         raise KmlError(f"pathlen: no run was counted ({why})")
+    base = next(iter(docs.values()))
     return {"schema": SCHEMA, "emulated": bool(base.get("emulated")),
             "accel": base.get("accel"), "cpu": base.get("cpu"), "ncpus": base.get("ncpus"),
             "kernel": base.get("kernel"), "samples": tracer.samples, "skip": tracer.skip,
-            "boots": [boots[p] for p in PTI if p in boots], "runs": records,
-            "rows": rows(records, figures)}
+            "sstep": sorted({r["sstep"] for r in records if r["sstep"] is not None}),
+            "boots": [{"pti": p, "cmdline": docs[p].get("cmdline"),
+                       "vulnerabilities": docs[p].get("vulnerabilities") or {}}
+                      for p in PTI if p in docs],
+            "runs": records, "rows": rows(records, figures)}
 
 
 def rows(records, figures):

@@ -222,13 +222,13 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
                     break
                 chunks.append(data)
                 log.write(data)
-                if watch:
-                    watch.feed(data)
                 if callable(stream):
                     stream(data)
                 elif stream:
                     sys.stdout.buffer.write(data)
                     sys.stdout.buffer.flush()
+                if watch:               # after the stream: the hook's messages follow
+                    watch.feed(data)
 
     def hook():
         try:

@@ -299,7 +299,7 @@ def pathlen_header(d):
         out.append(f"- pti={b['pti']} boot: `{b['cmdline']}`; "
                    + "; ".join(f"{k}: {v[k]}" for k in PATHLEN_VULNS if k in v))
     out.append(f"- method: single steps of the measuring process's vCPU alone, interrupts "
-               f"and timers masked (QEMU sstep flags {d['runs'][0].get('sstep')}); "
+               f"and timers masked (QEMU sstep flags {', '.join(map(str, d['sstep']))}); "
                f"from the `syscall` (or the `call` of `__vdso_kml_syscall`) to the "
                f"instruction after it; {d['skip']} hit(s) of each dropped, then "
                f"{d['samples']} counted; a REP string instruction counts once")
