@@ -9,10 +9,10 @@ from pathlib import Path
 
 from kmlverify.cli import main as verify_main
 
-from . import bench, guestrun, initramfs, insn, kbuild, kstackbench, pathlen, patches, paths, \
-    qemu, report
+from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
 from . import setup
 from .guestrun import Mode, Spec, Status
+from . import insn, pathlen
 from .paths import KmlError
 from .util import say
 
@@ -128,6 +128,16 @@ def build_parser():
                    metavar="N", help="idle threads for the kernel-stack memory "
                    f"measurement (default {kstackbench.DEFAULT_THREADS})")
 
+    p = sub.add_parser("patches", help="the kernel patch series")
+    psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
+    psub.add_parser("apply", help="(re)create build/linux: source + series as commits")
+    pe = psub.add_parser("export", help="write the tree's commits back to kernel/patches")
+    pe.add_argument("--from", dest="tree", metavar="TREE", help="tree to export (default build/linux)")
+    psub.add_parser("check", help="run scripts/checkpatch.pl on every patch of the series")
+
+    p = sub.add_parser("verify", help="scan ELF programs for privileged instructions")
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
     text = ("instructions per system call (getppid, read, write, futex wake, pipe round "
             "trip) in the three modes of bench, with pti=off and pti=on, counted by "
             "single-stepping through QEMU's gdb stub, with the costly instructions met")
@@ -138,16 +148,6 @@ def build_parser():
                    + ",".join(pathlen.OPS))
     p.add_argument("--samples", type=positive_int, metavar="N",
                    help=f"hits counted per operation (default {pathlen.DEFAULT_SAMPLES})")
-
-    p = sub.add_parser("patches", help="the kernel patch series")
-    psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
-    psub.add_parser("apply", help="(re)create build/linux: source + series as commits")
-    pe = psub.add_parser("export", help="write the tree's commits back to kernel/patches")
-    pe.add_argument("--from", dest="tree", metavar="TREE", help="tree to export (default build/linux)")
-    psub.add_parser("check", help="run scripts/checkpatch.pl on every patch of the series")
-
-    p = sub.add_parser("verify", help="scan ELF programs for privileged instructions")
-    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return ap
 
 
@@ -289,6 +289,10 @@ def cmd_kstack_bench(a):
     return 0
 
 
+def cmd_verify(a):
+    return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
+
+
 def cmd_pathlen(a):
     """kml-pathlen in three modes, in a boot with pti=off and one with
     pti=on, counted by a gdb hook (see pathlen.py): specs, boots, combine,
@@ -316,10 +320,6 @@ def cmd_pathlen(a):
     return pathlen.exit_status(data)
 
 
-def cmd_verify(a):
-    return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
-
-
 def main(argv):
     a = build_parser().parse_args(argv)
     try:
@@ -337,8 +337,6 @@ def main(argv):
             return cmd_bench(a, demo=a.cmd == "demo")
         if a.cmd == "kstack-bench":
             return cmd_kstack_bench(a)
-        if a.cmd == "pathlen":
-            return cmd_pathlen(a)
         if a.cmd == "patches":
             if a.pcmd == "apply":
                 setup.setup(quiet=True)
@@ -351,6 +349,8 @@ def main(argv):
             return 0
         if a.cmd == "verify":
             return cmd_verify(a)
+        if a.cmd == "pathlen":
+            return cmd_pathlen(a)
     except KmlError as e:
         say(f"error: {e}")
         return 1

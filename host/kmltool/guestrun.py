@@ -2,8 +2,7 @@
 
 Every ./kml command that runs programs in a VM goes through this layer:
 the test suite (guest/run-tests), the demo, `./kml run --kernel-mode`,
-`./kml bench`, `./kml kstack-bench` and `./kml pathlen` (whose counting
-runs in a gdb hook: boot(..., gdb=fn) passes it to qemu.boot()).  A command describes each program
+`./kml bench` and `./kml kstack-bench`.  A command describes each program
 run as a Spec (program, arguments, user or kernel mode, how to collect its
 result, what the boot needs); boot() groups the specs into boots, writes
 the guest script, streams the output and parses it into Runs; check()
@@ -410,7 +409,7 @@ def group(specs):
 def boot(specs, prelude=(), append="", show=True, **vm):
     """Boot once per group of specs (see group()), run them with kml-modes
     and parse the results.  append: the user's kernel command line, added
-    to each boot's own; vm: qemu.boot()'s smp, mem, timeout, accel.
+    to each boot's own; vm: qemu.boot()'s smp, mem, timeout, accel, gdb.
     show: stream the output (with a header line per run).  Stops after a
     boot that fails as a whole (a console problem, a timeout, the guest
     script's exit status); Outcome.failed says which and why."""
