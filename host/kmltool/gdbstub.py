@@ -141,6 +141,7 @@ class Stub:
         self.sock = sock
         self.timeout = timeout
         self.buf = b""
+        self.pending = []           # packets received, not yet read
         self.acks = True
         self.layout = None
 
@@ -174,11 +175,11 @@ class Stub:
         deadline = time.monotonic() + (timeout or self.timeout)
         while True:
             pkts, self.buf = split_packets(self.buf)
-            if pkts:
-                self.buf = b"".join(frame(p) for p in pkts[1:]) + self.buf
-                if self.acks:
-                    self.sock.sendall(b"+")
-                return pkts[0].decode("latin-1")
+            self.pending += pkts
+            if self.acks and pkts:
+                self.sock.sendall(b"+" * len(pkts))
+            if self.pending:
+                return self.pending.pop(0).decode("latin-1")
             left = deadline - time.monotonic()
             if left <= 0:
                 raise StubError("the gdb stub did not answer in time")

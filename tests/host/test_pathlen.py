@@ -437,6 +437,12 @@ def test_watch_wait_line():
     assert w.wait_line(pathlen.READY, m.end()) is None             # the VM ended
 
 
+def test_gdb_socket_path(tmp_path):
+    assert qemu.gdb_socket(tmp_path / "run") == str(tmp_path / "run" / "gdb.sock")
+    deep = tmp_path / ("d" * 100) / "20261123-121103-1-2"
+    assert qemu.gdb_socket(deep) == "/tmp/kml-gdb-20261123-121103-1-2.sock"
+
+
 def test_verdict_names_a_failed_hook(tmp_path):
     res = qemu.Result(tmp_path)
     res.status, res.hook_error = 0, "StubError: E14"
