@@ -12,6 +12,7 @@ from kmlverify.cli import main as verify_main
 from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
 from . import setup, soak
 from .guestrun import Mode, Spec, Status
+from . import insn, pathlen
 from .paths import KmlError
 from .util import say
 
@@ -60,8 +61,8 @@ def mem_size(s):
     return f"{m.group(1)}{m.group(2)}"
 
 
-def add_vm_options(p, timeout):
-    p.add_argument("--smp", type=smp_count, default=2, help="vCPUs (default 2)")
+def add_vm_options(p, timeout, smp=2):
+    p.add_argument("--smp", type=smp_count, default=smp, help=f"vCPUs (default {smp})")
     p.add_argument("--mem", type=mem_size, default="1G", help="guest memory (default 1G)")
     p.add_argument("--append", default="", metavar="ARGS", help="extra kernel command line")
     p.add_argument("--timeout", type=positive_int, default=timeout, metavar="S",
@@ -153,6 +154,17 @@ def build_parser():
 
     p = sub.add_parser("verify", help="scan ELF programs for privileged instructions")
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    text = ("instructions per system call (getppid, read, write, futex wake, pipe round "
+            "trip) in the three modes of bench, with pti=off and pti=on, counted by "
+            "single-stepping through QEMU's gdb stub, with the costly instructions met")
+    p = sub.add_parser("pathlen", help=text, description=text + ".")
+    add_vm_options(p, 1800, smp=1)    # one vCPU: nothing else runs while it is stepped
+    p.add_argument("--quick", action="store_true", help="getppid only, 3 samples")
+    p.add_argument("--only", metavar="OPS", help="comma-separated operations: "
+                   + ",".join(pathlen.OPS))
+    p.add_argument("--samples", type=positive_int, metavar="N",
+                   help=f"hits counted per operation (default {pathlen.DEFAULT_SAMPLES})")
     return ap
 
 
@@ -324,6 +336,33 @@ def cmd_verify(a):
     return verify_main(a.args[1:] if a.args[:1] == ["--"] else a.args)
 
 
+def cmd_pathlen(a):
+    """kml-pathlen in three modes, in a boot with pti=off and one with
+    pti=on, counted by a gdb hook (see pathlen.py): specs, boots, combine,
+    render, save.  KML_NO_KERNEL_BUILD=1: the kernel as it is."""
+    only = a.only.split(",") if a.only else (["getppid"] if a.quick else None)
+    if only:
+        pathlen.check_only(only)
+    pathlen.check_append(a.append)
+    if os.environ.get("KML_NO_KERNEL_BUILD") == "1":
+        initramfs.build_initramfs()
+    else:
+        build_all()
+    kernel = insn.Symbols.of_file(pathlen.VMLINUX)
+    tracer = pathlen.Tracer(a.samples or (3 if a.quick else pathlen.DEFAULT_SAMPLES), say=say)
+    specs = pathlen.specs(only)
+    out = guestrun.boot(specs, gdb=tracer, **vm_options(a))
+    if out.failed:
+        say(f"pathlen FAILED: {out.failed.failure}")
+        return out.failed.code
+    data = pathlen.combine(specs, out.runs, tracer, kernel)
+    table = report.pathlen_markdown(data)
+    print("\n" + table, end="", flush=True)
+    stem = report.save(data, table, prefix="pathlen-")
+    say(f"results: {stem}.json and {stem}.md")
+    return pathlen.exit_status(data)
+
+
 def main(argv):
     a = build_parser().parse_args(argv)
     try:
@@ -355,6 +394,8 @@ def main(argv):
             return 0
         if a.cmd == "verify":
             return cmd_verify(a)
+        if a.cmd == "pathlen":
+            return cmd_pathlen(a)
     except KmlError as e:
         say(f"error: {e}")
         return 1

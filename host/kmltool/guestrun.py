@@ -411,7 +411,7 @@ def boot(specs, prelude=(), append="", show=True, **vm):
     """Boot once per group of specs (see group()), run them with kml-modes
     and parse the results.  prelude: shell lines every boot's script
     starts with.  append: the user's kernel command line, added to each
-    boot's own; vm: qemu.boot()'s smp, mem, timeout, accel.
+    boot's own; vm: qemu.boot()'s smp, mem, timeout, accel, gdb.
     show: stream the output (with a header line per run).  Stops after a
     boot that fails as a whole (a console problem, a timeout, the guest
     script's exit status); Outcome.failed says which and why."""

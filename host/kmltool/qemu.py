@@ -6,11 +6,13 @@ command's stdout/stderr (streamed to the caller), ttyS2 = control channel
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from . import console, initramfs, paths
 from .paths import KmlError
@@ -34,15 +36,17 @@ class Result:
         self.problems = []          # console problem lines
         self.qemu_error = ""
         self.output = b""
+        self.hook_error = None      # what the gdb hook raised (it ended the VM)
 
     @property
     def ok(self):
-        return self.status is not None and not self.timed_out and not self.problems
+        return (self.status is not None and not self.timed_out and not self.problems
+                and not self.hook_error)
 
     def exit_code(self):
         if self.timed_out:
             return EXIT_TIMEOUT
-        if self.problems or self.status is None:
+        if self.problems or self.status is None or self.hook_error:
             return EXIT_VM_FAILURE
         return self.status
 
@@ -50,6 +54,8 @@ class Result:
         """A message for the user when the run failed for a VM reason, else None."""
         if self.timed_out:
             msg = "timeout: the VM did not finish in time"
+        elif self.hook_error:
+            msg = f"the gdb hook failed (the VM was stopped): {self.hook_error}"
         elif self.problems:
             lines = "\n".join(f"  {n}: {line}" for _, n, line in self.problems[:20])
             more = len(self.problems) - 20
@@ -73,6 +79,51 @@ def _new_rundir():
     d = paths.RUNS / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6:06d}"
     d.mkdir()
     return d
+
+
+class Watch:
+    """What a gdb hook (boot(gdb=...)) sees of the running VM: the address
+    of QEMU's gdb stub and the command's output so far."""
+
+    def __init__(self, stub):
+        self.stub = stub            # a unix socket path
+        self._cv = threading.Condition()
+        self._text = ""
+        self._ended = False
+
+    def feed(self, data):
+        with self._cv:
+            self._text += data.decode(errors="replace")
+            self._cv.notify_all()
+
+    def end(self):
+        with self._cv:
+            self._ended = True
+            self._cv.notify_all()
+
+    def wait_line(self, pattern, pos=0, timeout=None):
+        """The first match of pattern (a regex, re.M, ending with $) from
+        character pos on whose line is complete: the match (m.end() is
+        where to go on), or None when the VM ended (or timeout seconds
+        passed) first."""
+        rx = re.compile(pattern, re.M)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while True:
+                for m in rx.finditer(self._text, pos):
+                    if self._text[m.end():m.end() + 1] in ("\n", "\r"):
+                        return m
+                left = None if deadline is None else deadline - time.monotonic()
+                if self._ended or (left is not None and left <= 0):
+                    return None
+                self._cv.wait(left)
+
+
+def gdb_socket(rundir):
+    """Where QEMU's gdb stub listens: in the run directory when the path
+    fits a unix socket address, else in /tmp."""
+    path = rundir / "gdb.sock"
+    return str(path) if len(str(path)) < 100 else f"/tmp/kml-gdb-{rundir.name}.sock"
 
 
 def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None):
@@ -127,12 +178,15 @@ def make_disk(path, mib, fs=None):
 
 
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
-         stream=True, env=None, disk_mib=0, disk_fs=None):
+         stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
     attaches a sparse virtio disk of that size as /dev/vda: empty, or with
     a new file system of type disk_fs (made on the host: mkfs.ext4).
     stream: True copies the command's output to stdout as it comes, a
-    callable gets every chunk of it instead, False keeps it quiet."""
+    callable gets every chunk of it instead, False keeps it quiet.
+    gdb: a function QEMU's gdb stub is started for; it runs in a thread
+    while the VM runs and gets a Watch; if it raises, the VM is killed and
+    Result.hook_error says why."""
     for f, what in ((paths.BZIMAGE, "kernel"), (paths.INITRAMFS, "initramfs")):
         if not f.exists():
             raise KmlError(f"no {what} at {f}: run ./kml build")
@@ -150,6 +204,9 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     if disk_mib:
         disk = make_disk(rundir / "disk.img", disk_mib, disk_fs)
     cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk)
+    watch = Watch(gdb_socket(rundir)) if gdb else None
+    if watch:
+        cmd += ["-gdb", f"unix:{watch.stub},server=on,wait=off"]
     (rundir / "qemu-cmd").write_text(" ".join(cmd) + "\n")
     errlog = open(rundir / "qemu-stderr.log", "wb")
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -170,9 +227,21 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
                 elif stream:
                     sys.stdout.buffer.write(data)
                     sys.stdout.buffer.flush()
+                if watch:               # after the stream: the hook's messages follow
+                    watch.feed(data)
+
+    def hook():
+        try:
+            gdb(watch)
+        except Exception as e:      # reported in the Result, the VM ends
+            res.hook_error = f"{type(e).__name__}: {e}"
+            proc.kill()
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
+    hooked = threading.Thread(target=hook, daemon=True) if watch else None
+    if hooked:
+        hooked.start()
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -181,6 +250,11 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
         proc.wait()
     finally:
         reader.join(timeout=5)
+        if hooked:
+            watch.end()
+            hooked.join(timeout=10)
+            if not watch.stub.startswith(str(rundir)):
+                Path(watch.stub).unlink(missing_ok=True)
     res.qemu_error = (rundir / "qemu-stderr.log").read_text(errors="replace")
     res.output = b"".join(chunks)
     try:

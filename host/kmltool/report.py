@@ -257,3 +257,90 @@ def kstack_markdown(d):
             "growth. absent: the kernel does not report the counter.", ""]
     out += notes_lines(d.get("notes"))
     return "\n".join(out).rstrip() + "\n"
+
+
+# ---- ./kml pathlen ---------------------------------------------------
+
+PATHLEN_VULNS = ("meltdown", "spectre_v2", "retbleed", "spec_rstack_overflow", "mds")
+
+
+def _times(items):
+    return [f"{k} ×{n}" if n > 1 else k for k, n in items]
+
+
+def costly_text(c):
+    """The costly instructions and mitigation thunks of a cell, counted."""
+    if c.get("status") != Status.OK:
+        return ""
+    parts = _times(c.get("costly_counts", {}).items()) + _times(c.get("thunks", {}).items())
+    return ", ".join(parts) or "none"
+
+
+def _count(c, key="instructions"):
+    """A count cell: the number, min–max when the samples differ, or why not."""
+    if c.get("status") != Status.OK:
+        return cell(c, key)
+    if key == "instructions" and c["min"] != c["max"]:
+        return f"{c['min']}–{c['max']}"
+    return str(c[key])
+
+
+def _pair(r, key):
+    return " / ".join(_count(r["cells"].get(p, {"status": Status.NOT_RUN}), key)
+                      for p in ("off", "on"))
+
+
+def pathlen_header(d):
+    out = ["# kml pathlen: instructions per system call, counted through QEMU's gdb stub",
+           ""]
+    out += system_lines(d)
+    for b in d["boots"]:
+        v = b["vulnerabilities"]
+        out.append(f"- pti={b['pti']} boot: `{b['cmdline']}`; "
+                   + "; ".join(f"{k}: {v[k]}" for k in PATHLEN_VULNS if k in v))
+    out.append(f"- method: single steps of the measuring process's vCPU alone, interrupts "
+               f"and timers masked (QEMU sstep flags {', '.join(map(str, d['sstep']))}); "
+               f"from the `syscall` (or the `call` of `__vdso_kml_syscall`) to the "
+               f"instruction after it; {d['skip']} hit(s) of each dropped, then "
+               f"{d['samples']} counted; a REP string instruction counts once")
+    out.append("- runs:")
+    out += [run_line(r) for r in d["runs"]]
+    return out + [""]
+
+
+def pathlen_markdown(d):
+    """./kml pathlen: header, the table, the costly instructions in order,
+    notes on counts that differ between samples."""
+    out = pathlen_header(d)
+    out += ["| System call | Mode | pti=off | pti=on | inside (off / on) | outside (off / on) "
+            "| costly, pti=off | costly, pti=on |", "|---|---|---:|---:|---:|---:|---|---|"]
+    for r in d["rows"]:
+        c = r["cells"]
+        out.append(f"| {r['op']} | {r['mode']} | {_count(c.get('off', {}))} | "
+                   f"{_count(c.get('on', {}))} | {_pair(r, 'inside')} | "
+                   f"{_pair(r, 'outside')} | {costly_text(c.get('off', {}))} | "
+                   f"{costly_text(c.get('on', {}))} |")
+    out += ["", "Instructions executed from the entering instruction to the one after it "
+            "(both user and kernel); inside: in the system call's own function "
+            "(`__x64_sys_NAME`) and what it calls; outside: the rest (entry, exit, "
+            "the vDSO). A range is min–max over the samples (see the notes).", ""]
+    out += pathlen_details(d)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def pathlen_details(d):
+    """The costly instructions of each path in the order met, and notes."""
+    out, notes = ["## Costly instructions in the order met", ""], []
+    for r in d["rows"]:
+        for pti, c in r["cells"].items():
+            where = f"{r['op']}, {r['mode']}, pti={pti}"
+            if c.get("status") != Status.OK:
+                continue
+            items = [f"{x['kind']} `{x['insn']}` at {x['at']}" for x in c["costly"]]
+            out.append(f"- {where}: " + ("; ".join(items) or "none"))
+            if c.get("differs"):
+                x = c["differs"]
+                notes.append(f"{where}: {c['samples']} instructions in the samples; the "
+                             f"longest parts from the shortest at instruction {x['step']} "
+                             f"({x['b']} instead of {x['a']})")
+    return out + [""] + notes_lines(notes)

@@ -1,0 +1,360 @@
+"""./kml pathlen: the instruction path length of system calls, counted by
+single-stepping the guest through QEMU's gdb stub.
+
+The guest side is guest/bench/kml-pathlen: each operation (getppid, read
+of one byte, write of one byte, futex wake without waiters, pipe round
+trip) enters the kernel at an instruction of its own, the program warms
+up, prints a ready line with those addresses and loops over the
+operations until the host sets its done flag.  It runs in the three modes
+of ./kml bench (an ordinary process; a copy in /trusted at CPL 0 with the
+`syscall` instruction; the same with libkml's call path,
+`__vdso_kml_syscall`), in a boot with pti=off and one with pti=on
+(guestrun specs; one boot per kernel command line).
+
+The host side is a gdb hook of qemu.boot(): for each ready line it
+connects to the stub (which stops the VM), makes sure QEMU single-steps
+with interrupts and timers masked (qqemu.sstep = 7), sets a breakpoint at
+each operation's entering instruction and lets the VM run.  At each hit
+it steps the vCPU that hit (alone) until RIP reaches the address after
+the system call, recording the registers and each new instruction's bytes
+as the guest has them; the first hits of each operation are dropped
+(the --skip), the next --samples are kept.  Then it clears the
+breakpoints, sets the done flag in the process's memory and detaches;
+the program writes its JSON and ends.  insn.py turns the traces into
+figures; report.pathlen_markdown() prints the table.
+"""
+import re
+from dataclasses import dataclass, replace
+
+from . import bench, paths
+from .gdbstub import Stub, StubError
+from .guestrun import Spec, Status, check
+from .insn import MAX_INSN, Step, Symbols, disassemble, first_difference, \
+    summarize
+from .paths import KmlError
+
+SCHEMA = "kml-pathlen-modes/1"
+GUEST_SCHEMA = "kml-pathlen/1"
+PROGRAM = "/usr/bin/kml-pathlen"
+OPS = ("getppid", "read", "write", "futex_wake", "pipe_rtt")
+PTI = ("off", "on")
+DEFAULT_SAMPLES, DEFAULT_SKIP = 5, 1
+MAX_STEPS = 200000          # a path longer than this is an error (a stall)
+MAX_NULL_STEPS = 100        # steps in a row that execute nothing: an error
+STOP_TIMEOUT = 120          # seconds until a breakpoint must be hit
+READY = r"kml-pathlen: ready (.*)$"
+VDSO_DBG = paths.OBJ / "arch" / "x86" / "entry" / "vdso" / "vdso64.so.dbg"
+VMLINUX = paths.OBJ / "vmlinux"
+GUEST_BINARY = paths.GUEST_OUT / "kml-pathlen"
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    at: int         # the entering instruction (breakpoint)
+    end: int        # where the kernel returns to
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What kml-pathlen's ready line says."""
+    label: str
+    pid: int
+    cpl: int
+    path: str
+    vdso: int
+    done: int
+    ktext: int
+    ops: tuple
+
+
+def parse_ready(text):
+    """A Ready from the text after "kml-pathlen: ready "."""
+    kv, ops = {}, []
+    for word in text.split():
+        key, _, val = word.partition("=")
+        if key == "op":
+            name, at, end = val.split(",")
+            ops.append(Op(name, int(at, 16), int(end, 16)))
+        else:
+            kv[key] = val
+    try:
+        return Ready(kv["label"], int(kv["pid"]), int(kv["cpl"]), kv["path"],
+                     int(kv["vdso"], 16), int(kv["done"], 16), int(kv["ktext"], 16),
+                     tuple(ops))
+    except (KeyError, ValueError) as e:
+        raise KmlError(f"bad ready line from kml-pathlen ({e}): {text}") from None
+
+
+def run_name(mode, pti):
+    return f"{mode.name}-pti-{pti}"
+
+
+def specs(only=None, pti=PTI):
+    """One run per mode of ./kml bench and pti value (one boot per pti)."""
+    opts = ["--only", ",".join(only)] if only else []
+    out = []
+    for p in pti:
+        for m in bench.MODES:
+            name = run_name(m, p)
+            out.append(replace(m, name=name, program=PROGRAM, append=f"pti={p}")
+                       .with_options(*opts, "--label", name))
+    return out
+
+
+def check_append(append):
+    """The user's --append must not set pti itself: each boot sets it."""
+    bad = [w for w in (append or "").split() if w.split("=", 1)[0] == "pti"]
+    if bad:
+        raise KmlError(f"--append: {bad[0]} would spoil the comparison (pathlen boots "
+                       "with pti=off and with pti=on itself)")
+
+
+def check_only(only):
+    bad = [o for o in only if o not in OPS]
+    if bad or not only:
+        raise KmlError(f"--only: unknown operation(s) {', '.join(bad) or '(none)'}; "
+                       f"valid: {' '.join(OPS)}")
+
+
+# ---- counting (the gdb hook) ----------------------------------------
+
+def read_code(stub, rip):
+    """The bytes of the instruction at rip (up to 15; not across into a
+    page that cannot be read)."""
+    first = min(MAX_INSN, 0x1000 - (rip & 0xFFF))
+    data = stub.read(rip, first)
+    if first < MAX_INSN:
+        try:
+            data += stub.read(rip + first, MAX_INSN - first)
+        except StubError:
+            pass
+    return data
+
+
+def step_once(stub, thread, regs):
+    """Execute one instruction: (the registers after it, the steps that
+    did nothing).  QEMU now and then ends a single step before the
+    instruction executes (the vCPU left its loop for another reason):
+    the registers come back unchanged, which no instruction that executes
+    does (every one moves RIP, but a jump to itself; a REP iteration
+    changes RCX).  Such steps are repeated, and counted apart."""
+    for null in range(MAX_NULL_STEPS):
+        stop = stub.step(thread)
+        if stop.exited:
+            raise StubError(f"the VM ended while stepping ({stop.text})")
+        new = stub.regs()
+        if new != regs:
+            return new, null
+    raise StubError(f"no progress in {MAX_NULL_STEPS} steps at {regs['rip']:#x}")
+
+
+def trace(stub, thread, regs, end, code):
+    """Single-step thread's vCPU from regs (stopped at the entering
+    instruction) until RIP is end: (the Steps, the null steps); code gets
+    the bytes of each new RIP, read while that instruction's page tables
+    are current (with PTI the entry trampoline runs on the user CR3)."""
+    steps, nulls = [], 0
+    while regs["rip"] != end:
+        if len(steps) >= MAX_STEPS:
+            raise StubError(f"no return to {end:#x} within {MAX_STEPS} instructions "
+                            f"(now at {regs['rip']:#x})")
+        rip = regs["rip"]
+        if rip not in code:
+            code[rip] = read_code(stub, rip)
+        steps.append(Step(rip, regs["rsp"], regs["rcx"]))
+        regs, null = step_once(stub, thread, regs)
+        nulls += null
+    return steps, nulls
+
+
+def hit(stub, by_at):
+    """Let the VM run to the next breakpoint: (Op, thread, registers)."""
+    stub.cont()
+    stop = stub.wait_stop(STOP_TIMEOUT)
+    if stop.exited or stop.thread is None:
+        raise StubError(f"the VM stopped for another reason: {stop.text}")
+    stub.select(stop.thread)
+    regs = stub.regs()
+    op = by_at.get(regs["rip"])
+    if op is None:
+        raise StubError(f"stopped at {regs['rip']:#x}, not at a breakpoint")
+    return op, stop.thread, regs
+
+
+def count(stub, ready, want):
+    """The traces of want hits of each operation: ({name: [[Step]]}, code)."""
+    by_at = {op.at: op for op in ready.ops}
+    traces = {op.name: [] for op in ready.ops}
+    code = {}
+    for at in by_at:
+        stub.set_break(at)
+    while any(len(t) < want for t in traces.values()):
+        op, thread, regs = hit(stub, by_at)
+        traces[op.name].append(trace(stub, thread, regs, op.end, code))
+    for at in by_at:
+        stub.clear_break(at)
+    stub.write(ready.done, (1).to_bytes(4, "little"))
+    return traces, code
+
+
+def measure(address, ready, samples, skip):
+    """Connect, count, detach: {"sstep": flags, "traces", "code"}."""
+    stub = Stub.connect(address)
+    try:
+        stub.start()
+        flags = stub.sstep_flags()
+        traces, code = count(stub, ready, skip + samples)
+    finally:
+        stub.detach()
+        stub.close()
+    return {"sstep": flags, "traces": {k: v[skip:] for k, v in traces.items()},
+            "code": code}
+
+
+class Tracer:
+    """The gdb hook: measures every kml-pathlen run of a boot; results
+    (by run label) stay here for combine()."""
+
+    def __init__(self, samples=DEFAULT_SAMPLES, skip=DEFAULT_SKIP, say=None):
+        self.samples, self.skip = samples, skip
+        self.say = say or (lambda msg: None)
+        self.results = {}
+
+    def __call__(self, watch):
+        pos = 0
+        while True:
+            m = watch.wait_line(READY, pos)
+            if m is None:
+                return
+            pos = m.end()
+            ready = parse_ready(m.group(1))
+            self.say(f"counting {ready.label}: {len(ready.ops)} operation(s), "
+                     f"{self.skip} + {self.samples} hits each")
+            self.results[ready.label] = {"ready": ready,
+                                         **measure(watch.stub, ready, self.samples,
+                                                   self.skip)}
+
+
+# ---- figures ----------------------------------------------------------
+
+def symbols_for(ready, kernel, program=GUEST_BINARY, vdso=VDSO_DBG):
+    """Kernel symbols moved to where the guest's kernel is (KASLR), the
+    program's and the vDSO's (at its base); missing files give none."""
+    ktext = kernel.address("_text")
+    syms = kernel
+    if ready.ktext and ktext is not None and ready.ktext != ktext:
+        syms = Symbols(zip([a + ready.ktext - ktext for a in kernel.addrs], kernel.names))
+    for path, off in ((program, 0), (vdso, ready.vdso)):
+        if path and path.exists():
+            syms = syms.merged(Symbols.of_file(path, off))
+    return syms
+
+
+def op_figures(traces, insns, syms):
+    """One operation's figures from its [(steps, null steps)]: the summary
+    of the shortest trace, every trace's count, the null steps, and where
+    the longest differs from the shortest."""
+    nulls = [n for _, n in traces]
+    traces = [t for t, _ in traces]
+    sums = [summarize(t, insns, syms) for t in traces]
+    counts = [s["instructions"] for s in sums]
+    lo, hi = counts.index(min(counts)), counts.index(max(counts))
+    out = dict(sums[lo])
+    out.update({"samples": counts, "min": counts[lo], "max": counts[hi], "null_steps": nulls,
+                "differs": first_difference(traces[lo], traces[hi], syms) if counts[lo] !=
+                counts[hi] else None})
+    return out
+
+
+def run_figures(result, syms):
+    """{op: figures} of one measured run."""
+    insns = disassemble(result["code"])
+    return {name: op_figures(t, insns, syms) for name, t in result["traces"].items()}
+
+
+def run_status(spec, run, measured):
+    """(Status, reason) of one run: the guest program's own checks and
+    that the host counted it."""
+    status, why = check(spec, run, schema=GUEST_SCHEMA)
+    if status != Status.OK:
+        return status, why
+    doc = run.doc
+    want = "call" if "call" in spec.args else "syscall"
+    if doc.get("path") != want:
+        return Status.ERROR, f"measured path {doc.get('path')!r}, expected {want!r}"
+    if spec.append not in (doc.get("cmdline") or "").split():
+        return Status.ERROR, f"the kernel command line lacks {spec.append}"
+    if measured is None or not doc.get("done"):
+        return Status.ERROR, "the host did not count this run"
+    return Status.OK, None
+
+
+def cell(status, reason, figures=None):
+    return {"status": status, "reason": reason, **(figures or {})}
+
+
+def pti_of(spec):
+    return spec.append.split("=", 1)[1]
+
+
+def _record(spec, run, measured, status, why):
+    """One run in the combined result."""
+    return {"name": spec.name, "mode": spec.name.rsplit("-pti-", 1)[0], "pti": pti_of(spec),
+            "title": spec.title, "program": spec.path, "args": list(spec.args),
+            "cpl": spec.cpl, "exit_status": run.exit if run else None, "status": status,
+            "reason": why, "sstep": measured.get("sstep") if measured else None}
+
+
+def combine(specs_, runs, tracer, kernel_syms):
+    """The combined result (saved as JSON; report.pathlen_markdown()
+    prints it)."""
+    records, figures, docs = [], {}, {}
+    for s in specs_:
+        run, measured = runs.get(s.name), tracer.results.get(s.name)
+        status, why = run_status(s, run, measured)
+        records.append(_record(s, run, measured, status, why))
+        if status == Status.OK:
+            docs.setdefault(pti_of(s), run.doc)
+            figures[s.name] = run_figures(measured, symbols_for(measured["ready"],
+                                                                 kernel_syms))
+    if not docs:
+        why = "; ".join(f"{r['name']}: {r['status']}: {r['reason']}" for r in records)
+        raise KmlError(f"pathlen: no run was counted ({why})")
+    base = next(iter(docs.values()))
+    return {"schema": SCHEMA, "emulated": bool(base.get("emulated")),
+            "accel": base.get("accel"), "cpu": base.get("cpu"), "ncpus": base.get("ncpus"),
+            "kernel": base.get("kernel"), "samples": tracer.samples, "skip": tracer.skip,
+            "sstep": sorted({r["sstep"] for r in records if r["sstep"] is not None}),
+            "boots": [{"pti": p, "cmdline": docs[p].get("cmdline"),
+                       "vulnerabilities": docs[p].get("vulnerabilities") or {}}
+                      for p in PTI if p in docs],
+            "runs": records, "rows": rows(records, figures)}
+
+
+def rows(records, figures):
+    """One row per operation and mode, a cell per pti value."""
+    out = []
+    modes = list(dict.fromkeys(r["mode"] for r in records))
+    ops = list(dict.fromkeys(op for f in figures.values() for op in f))
+    for op in ops:
+        for mode in modes:
+            cells = {}
+            for r in records:
+                if r["mode"] != mode:
+                    continue
+                f = figures.get(r["name"], {}).get(op)
+                cells[r["pti"]] = (cell(Status.OK, None, f) if f else
+                                   cell(r["status"] if r["status"] != Status.OK
+                                        else Status.NOT_RUN, r["reason"]))
+            out.append({"op": op, "mode": mode, "cells": cells})
+    return out
+
+
+def exit_status(d):
+    """0: every run counted or unavailable; 1: one failed, or the
+    ordinary process was not counted."""
+    bad = [r for r in d["runs"] if r["status"] not in (Status.OK, Status.UNAVAILABLE)]
+    user = [r for r in d["runs"] if r["mode"] == bench.MODES[0].name]
+    return 1 if bad or any(r["status"] != Status.OK for r in user) else 0
+

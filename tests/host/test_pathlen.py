@@ -1,0 +1,473 @@
+"""Unit tests: ./kml pathlen (host/kmltool/pathlen.py, insn.py, gdbstub.py,
+report.pathlen_markdown, qemu.Watch): the gdb remote protocol's framing
+and register layout, stepping with a stand-in stub, disassembly and the
+classification of costly instructions, the figures of a trace, the run
+checks, the combined result and its table; no VM.  The last test builds
+the real kml-pathlen and runs it here (it waits briefly for a debugger
+that never comes)."""
+import json
+import subprocess
+import threading
+
+import guest_prog
+import pytest
+
+from kmltool import cli, gdbstub, insn, pathlen, qemu, report
+from kmltool.gdbstub import StopReply, StubError
+from kmltool.guestrun import Run, Status
+from kmltool.insn import Step, Symbols
+from kmltool.paths import KmlError
+
+K = 0xFFFFFFFF81000000      # a kernel address
+
+
+# ---- the gdb remote protocol -----------------------------------------
+
+def test_framing_and_escapes():
+    assert gdbstub.frame("OK") == b"$OK#9a"
+    assert gdbstub.frame("g") == b"$g#67"
+    assert gdbstub.escape(b"a#b$c}d*") == b"a}\x03b}\x04c}]d}\x0a"
+    assert gdbstub.decode(gdbstub.escape(b"x#$}*y")) == b"x#$}*y"
+    assert gdbstub.decode(b"0* ") == b"0000"            # run-length: ' ' = 32 - 29 = 3 more
+    pkts, rest = gdbstub.split_packets(b"+$OK#9a$T05thread:01;#")
+    assert pkts == [b"OK"] and rest == b"$T05thread:01;#"
+    pkts, rest = gdbstub.split_packets(rest + b"07")
+    assert pkts == [b"T05thread:01;"] and rest == b""
+    with pytest.raises(StubError, match="bad checksum"):
+        gdbstub.split_packets(b"$OK#00")
+
+
+def test_stop_replies_and_little_endian():
+    r = StopReply("T05thread:01;")
+    assert (r.signal, r.thread, r.exited) == (5, "01", False)
+    assert StopReply("W00").exited and StopReply("X09").exited
+    assert StopReply("S02").thread is None
+    assert gdbstub.le_hex("7856341200000000") == 0x12345678
+
+
+# QEMU's target description: an xi: prefix that is not declared
+TARGET = ('<?xml version="1.0"?><!DOCTYPE target SYSTEM "gdb-target.dtd"><target>'
+          '<architecture>i386:x86-64</architecture><xi:include href="core.xml"/></target>')
+CORE = ('<feature name="org.gnu.gdb.i386.core"><reg name="rax" bitsize="64"/>'
+        '<reg name="rcx" bitsize="64"/><reg name="rsp" bitsize="64"/>'
+        '<reg name="rip" bitsize="64" type="code_ptr"/><reg name="eflags" bitsize="32"/>'
+        '</feature>')
+
+
+def test_register_layout_from_the_target_description():
+    layout = gdbstub.parse_layout({"target.xml": TARGET, "core.xml": CORE})
+    assert layout == [("rax", 8), ("rcx", 8), ("rsp", 8), ("rip", 8), ("eflags", 4)]
+    text = "".join(v.to_bytes(n, "little").hex() for (_, n), v in
+                   zip(layout, (1, 2, 0x7FF0, K, 0x246)))
+    assert gdbstub.unpack_regs(layout, text) == {"rax": 1, "rcx": 2, "rsp": 0x7FF0,
+                                                 "rip": K, "eflags": 0x246}
+    # registers the stub cannot read ("xx") or a short packet end the list
+    assert gdbstub.unpack_regs(layout, text[:32] + "xx" * 8) == {"rax": 1, "rcx": 2}
+
+
+class FakeSocketStub:
+    """A stub on a socket pair: answers each request from a script."""
+
+    def __init__(self, answers):
+        import socket
+        self.a, self.b = socket.socketpair()
+        self.answers = answers
+        self.got = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        self.b.sendall(gdbstub.frame("T02thread:01;"))     # the stop on connect
+        buf = b""
+        while self.answers:
+            buf += self.b.recv(4096)
+            pkts, buf = gdbstub.split_packets(buf)
+            for p in pkts:
+                self.got.append(p.decode())
+                self.b.sendall(b"+" + gdbstub.frame(self.answers.pop(0)))
+
+
+def test_stub_session_over_a_socket():
+    fake = FakeSocketStub(["PacketSize=1000;qXfer:features:read+", "OK",
+                           "l" + TARGET, "l" + CORE, "T05thread:01;", "3", "OK", "7",
+                           "0100000000000000" * 4 + "46020000", "E14"])
+    stub = gdbstub.Stub(fake.a, timeout=5)
+    assert stub.start().thread == "01"
+    assert stub.acks is False and [n for n, _ in stub.layout][:2] == ["rax", "rcx"]
+    assert stub.sstep_flags() == 7             # 3 lacks NOTIMER: set to 7
+    assert fake.got[-2] == "Qqemu.sstep=7"
+    assert stub.regs()["rip"] == 1
+    with pytest.raises(StubError, match="E14"):
+        stub.read(0x1000, 4)
+
+
+# ---- stepping, with a stand-in stub --------------------------------
+
+class FakeStub:
+    """Steps through a list of register states; None: a step that did
+    nothing (the same registers again)."""
+
+    def __init__(self, states, code=b"\x90"):
+        self.states = list(states)
+        self.i = 0
+        self.code = code
+        self.reads = []
+
+    def step(self, thread):
+        self.i += 1
+        return StopReply("T05thread:01;")
+
+    def regs(self):
+        j = self.i
+        while self.states[j] is None:
+            j -= 1
+        return dict(self.states[j])
+
+    def read(self, addr, size):
+        self.reads.append((addr, size))
+        return self.code[:size]
+
+
+def regs(rip, rsp=0x1000, rcx=0, rax=0):
+    return {"rip": rip, "rsp": rsp, "rcx": rcx, "rax": rax}
+
+
+def test_trace_counts_instructions_and_null_steps():
+    end = 0x5A40228A
+    states = [regs(0x5A402288), regs(K), None, regs(K + 4), None, None, regs(K + 8),
+              regs(end)]
+    stub = FakeStub(states)
+    code = {}
+    steps, nulls = pathlen.trace(stub, "01", stub.regs(), end, code)
+    assert [s.rip for s in steps] == [0x5A402288, K, K + 4, K + 8]
+    assert nulls == 3
+    assert sorted(code) == [0x5A402288, K, K + 4, K + 8]
+
+
+def test_trace_gives_up_without_progress(monkeypatch):
+    monkeypatch.setattr(pathlen, "MAX_NULL_STEPS", 3)
+    stub = FakeStub([regs(K)] + [None] * 10)
+    with pytest.raises(StubError, match="no progress in 3 steps"):
+        pathlen.trace(stub, "01", stub.regs(), K + 100, {})
+
+
+def test_read_code_stops_at_an_unreadable_page():
+    class Stub:
+        def read(self, addr, size):
+            if addr & 0xFFF == 0:
+                raise StubError("E14")
+            return b"\x0f\x05"[:size]
+    assert pathlen.read_code(Stub(), 0x5000FFE) == b"\x0f\x05"
+
+
+# ---- disassembly and classification --------------------------------
+
+CODE = {K: bytes.fromhex("0f01f8"),               # swapgs
+        K + 3: bytes.fromhex("0f22df"),           # mov %rdi,%cr3
+        K + 6: bytes.fromhex("0f22e0"),           # mov %rax,%cr4
+        K + 9: bytes.fromhex("0f30"),             # wrmsr
+        K + 11: bytes.fromhex("480f07"),          # sysretq
+        K + 14: bytes.fromhex("f348ab"),          # rep stos
+        K + 17: bytes.fromhex("0faee8"),          # lfence
+        K + 20: bytes.fromhex("0f01cb"),          # stac
+        K + 23: bytes.fromhex("48cf"),            # iretq
+        K + 25: bytes.fromhex("0fa2"),            # cpuid
+        K + 27: bytes.fromhex("0f002d10000000"),  # verw 0x10(%rip)
+        K + 34: bytes.fromhex("9d"),              # popf
+        K + 35: bytes.fromhex("4889e5c3"),        # mov %rsp,%rbp (then a ret)
+        K + 38: bytes.fromhex("0f32")}            # rdmsr
+
+
+def test_disassemble_and_classify():
+    text = insn.disassemble(CODE)
+    assert text[K] == "swapgs" and text[K + 35] == "mov %rsp,%rbp"
+    kinds = {a - K: insn.costly_kind(t) for a, t in text.items()}
+    assert kinds == {0: "SWAPGS", 3: "CR3 write", 6: "CR4 write", 9: "WRMSR", 11: "SYSRET",
+                     14: None, 17: "LFENCE", 20: "STAC", 23: "IRET", 25: "serializing",
+                     27: "VERW", 34: "POPF", 35: None, 38: "RDMSR"}
+    assert insn.is_rep(text[K + 14]) and not insn.is_rep(text[K])
+    assert insn.disassemble({}) == {}
+
+
+def test_objdump_parsing_and_normalising():
+    listing = ("\n   0:\t0f 01 f8             \tswapgs\n"
+               "   3:\t90                   \tnop\n"
+               "  40:\t48 8b 05 00 00 00 00 \tmov    0x0(%rip),%rax        # 0x47\n"
+               "  80:\te8 00 00 00 00       \tcall   0x85 <foo>\n")
+    assert insn.parse_objdump(listing, [1, 2, 3]) == {1: "swapgs", 2: "mov 0x0(%rip),%rax",
+                                                      3: "call 0x85"}
+    data, rips = insn.blob({5: b"\x0f\x05", 1: b"\x90"})
+    assert rips == [1, 5] and len(data) == 2 * insn.SLOT and data[insn.SLOT:][:2] == b"\x0f\x05"
+    assert insn.mnemonic("cs nopw 0x0(%rax,%rax,1)") == "nopw 0x0(%rax,%rax,1)"
+    assert insn.costly_kind("ds verw 0x10(%rip)") == "VERW"
+    assert insn.msr_label("WRMSR", 0x48) == "WRMSR 0x48 (SPEC_CTRL)"
+    assert insn.msr_label("RDMSR", 0xFFFFFFFF00000123) == "RDMSR 0x123"
+    assert insn.msr_label("SWAPGS", 0x48) == "SWAPGS"
+
+
+NM = f"""\
+{K:016x} T _text
+{K + 0x100:016x} T entry_SYSCALL_64
+{K + 0x200:016x} T __x64_sys_getppid
+{K + 0x240:016x} T task_tgid_vnr
+{K + 0x300:016x} T __x86_return_thunk
+{K + 0x400:016x} D some_data
+0000000000001460 T __vdso_kml_syscall
+"""
+
+
+def test_symbols():
+    syms = Symbols.from_nm(NM)
+    assert syms.lookup(K + 0x105) == ("entry_SYSCALL_64", 5)
+    assert syms.where(K + 0x410) == "__x86_return_thunk+0x110"     # data is not text
+    assert syms.lookup(0x10) == ("?", 0x10) and syms.where(0x10) == "0x10"
+    assert syms.address("_text") == K and syms.address("nothing") is None
+    moved = Symbols.from_nm(NM, offset=0x7F0000000000)
+    assert moved.where(0x7F0000001465) == "__vdso_kml_syscall+0x5"
+    assert syms.merged(moved).name(0x7F0000001460) == "__vdso_kml_syscall"
+
+
+def trace_steps():
+    """getppid-like: user syscall, entry, the own function and a callee,
+    a return thunk, a 3-iteration REP, swapgs, wrmsr, sysret."""
+    S = 0x8000
+    return [Step(0x5A402288, 0x7000, 0),
+            Step(K + 0x100, 0x7000, 0x48),               # entry_SYSCALL_64: swapgs
+            Step(K + 0x104, S, 0x48),                    # wrmsr (ecx = 0x48)
+            Step(K + 0x200, S - 8, 0),                   # __x64_sys_getppid, entered
+            Step(K + 0x204, S - 16, 0),
+            Step(K + 0x240, S - 24, 0),                  # callee
+            Step(K + 0x300, S - 24, 0),                  # __x86_return_thunk (in the callee)
+            Step(K + 0x208, S - 16, 0),                  # back in the own function
+            Step(K + 0x20C, S - 8, 0),                   # its ret
+            Step(K + 0x108, S, 3), Step(K + 0x108, S, 2), Step(K + 0x108, S, 1),   # rep
+            Step(K + 0x10B, S, 0)]                       # sysretq
+
+
+INSNS = {0x5A402288: "syscall", K + 0x100: "swapgs", K + 0x104: "wrmsr",
+         K + 0x200: "push %rbp", K + 0x204: "call 0x240", K + 0x240: "nop",
+         K + 0x300: "ret", K + 0x208: "pop %rbp", K + 0x20C: "ret",
+         K + 0x108: "rep stos %al,%es:(%rdi)", K + 0x10B: "sysretq"}
+
+
+def test_summarize_a_trace():
+    s = insn.summarize(trace_steps(), INSNS, Symbols.from_nm(NM))
+    assert (s["instructions"], s["steps"], s["rep_iterations"]) == (11, 13, 2)
+    assert (s["inside"], s["outside"], s["user"], s["kernel_outside"]) == (6, 5, 1, 4)
+    assert s["own_functions"] == ["__x64_sys_getppid"]
+    assert s["costly_counts"] == {"SWAPGS": 1, "WRMSR 0x48 (SPEC_CTRL)": 1, "SYSRET": 1}
+    assert s["costly"][1] == {"kind": "WRMSR 0x48 (SPEC_CTRL)", "at": "entry_SYSCALL_64+0x4",
+                              "insn": "wrmsr", "own": False}
+    assert s["thunks"] == {"__x86_return_thunk": 1}
+    assert dict(s["functions"])["entry_SYSCALL_64"] == 4
+
+
+def test_rep_is_one_instruction_only_when_prefixed():
+    steps = [Step(K, 0, 2), Step(K, 0, 1), Step(K + 2, 0, 0), Step(K + 2, 0, 0)]
+    execs = insn.executions(steps, {K: "rep movsb %ds:(%rsi),%es:(%rdi)", K + 2: "nop"})
+    assert [(s.rip, n) for s, n in execs] == [(K, 2), (K + 2, 1), (K + 2, 1)]
+
+
+def test_first_difference():
+    syms = Symbols.from_nm(NM)
+    a = trace_steps()
+    assert insn.first_difference(a, list(a), syms) is None
+    b = a[:5] + [Step(K + 0x300, 0, 0)] + a[5:]
+    assert insn.first_difference(a, b, syms) == {
+        "step": 5, "a": "task_tgid_vnr+0x0", "b": "__x86_return_thunk+0x0"}
+    assert insn.first_difference(a, a + [Step(K, 0, 0)], syms)["a"] == "(end)"
+
+
+# ---- the runs, their checks, the combined result -------------------
+
+READY_LINE = ("label=user-pti-on pid=50 cpl=3 path=syscall vdso=0x7f00 done=0x5a4c9560 "
+              "ktext=0xffffffff81000000 op=getppid,0x5a402288,0x5a40228a "
+              "op=pipe_rtt,0x5a402390,0x5a40239c")
+
+
+def test_parse_ready():
+    r = pathlen.parse_ready(READY_LINE)
+    assert (r.label, r.pid, r.cpl, r.path, r.done) == ("user-pti-on", 50, 3, "syscall",
+                                                       0x5A4C9560)
+    assert r.ops[1] == pathlen.Op("pipe_rtt", 0x5A402390, 0x5A40239C)
+    with pytest.raises(KmlError, match="bad ready line"):
+        pathlen.parse_ready("label=x pid=y")
+
+
+def test_specs_options_and_parser():
+    specs = pathlen.specs(["getppid"])
+    assert [s.name for s in specs] == [
+        "user-pti-off", "kernel-syscall-pti-off", "kernel-call-pti-off",
+        "user-pti-on", "kernel-syscall-pti-on", "kernel-call-pti-on"]
+    s = specs[2]
+    assert (s.program, s.mode, s.append, s.collect) == (pathlen.PROGRAM, "kernel", "pti=off",
+                                                        "--json")
+    assert s.args == ("--expect-mode", "kernel", "--path", "call")
+    assert s.options == ("--only", "getppid", "--label", "kernel-call-pti-off")
+    assert pathlen.specs()[0].options == ("--label", "user-pti-off")
+    pathlen.check_append("nokaslr")
+    with pytest.raises(KmlError, match="spoil the comparison"):
+        pathlen.check_append("quiet pti=auto")
+    pathlen.check_only(["getppid", "pipe_rtt"])
+    with pytest.raises(KmlError, match="unknown operation"):
+        pathlen.check_only(["getpid"])
+    a = cli.build_parser().parse_args(["pathlen"])
+    assert (a.smp, a.quick, a.only, a.samples, a.timeout) == (1, False, None, None, 1800)
+    a = cli.build_parser().parse_args(["pathlen", "--quick", "--smp", "2", "--samples", "4"])
+    assert (a.smp, a.quick, a.samples) == (2, True, 4)
+
+
+def guest_doc(spec, **more):
+    pti = spec.append.split("=")[1]
+    doc = {"schema": "kml-pathlen/1", "label": spec.name, "accel": "tcg", "emulated": True,
+           "cpu": "QEMU TCG", "ncpus": 1, "kernel": "6.12.117-kml",
+           "cmdline": f"console=ttyS0 kml.accel=tcg pti={pti}", "cpl": spec.cpl,
+           "path": "call" if "call" in spec.args else "syscall", "done": True,
+           "vulnerabilities": {"meltdown": "Not affected"}}
+    doc.update(more)
+    return doc
+
+
+def fake_run(spec, exit=0, **more):
+    return Run(spec.name, spec.mode.value, exit=exit, finished=True,
+               data=json.dumps(guest_doc(spec, **more)))
+
+
+class FakeTracer:
+    samples, skip = 2, 1
+
+    def __init__(self, results):
+        self.results = results
+
+
+def measured(ready_label, traces):
+    ready = pathlen.parse_ready(READY_LINE.replace("user-pti-on", ready_label))
+    code = {K + 0x100: bytes.fromhex("0f01f8"), K + 0x200: b"\x55", K + 0x20C: b"\xc3",
+            0x5A402288: bytes.fromhex("0f05"), K + 0x10B: bytes.fromhex("480f07")}
+    return {"ready": ready, "sstep": 7, "traces": {"getppid": traces}, "code": code}
+
+
+def short_trace(extra=0):
+    steps = [Step(0x5A402288, 0x7000, 0), Step(K + 0x100, 0x7000, 0),
+             Step(K + 0x200, 0x7FF8, 0), Step(K + 0x20C, 0x7FF8, 0)]
+    return steps + [Step(K + 0x100, 0x8000, 0)] * extra + [Step(K + 0x10B, 0x8000, 0)]
+
+
+def test_run_status():
+    spec = pathlen.specs()[4]       # kernel-syscall-pti-on
+    ok = {"ready": None}
+    assert pathlen.run_status(spec, fake_run(spec), ok) == (Status.OK, None)
+    assert "lacks pti=on" in pathlen.run_status(
+        spec, fake_run(spec, cmdline="pti=off"), ok)[1]
+    assert "did not count" in pathlen.run_status(spec, fake_run(spec), None)[1]
+    assert "did not count" in pathlen.run_status(spec, fake_run(spec, done=False), ok)[1]
+    assert "expected 'syscall'" in pathlen.run_status(spec, fake_run(spec, path="call"), ok)[1]
+    assert "expected CPL 0" in pathlen.run_status(spec, fake_run(spec, cpl=3), ok)[1]
+    assert pathlen.run_status(spec, fake_run(spec, exit=3), ok)[0] == Status.UNAVAILABLE
+
+
+def combined():
+    specs = pathlen.specs(["getppid"])
+    runs = {s.name: fake_run(s) for s in specs}
+    runs["kernel-call-pti-on"] = Run("kernel-call-pti-on", "kernel", exit=3, finished=True,
+                                     output=["no __vdso_kml_syscall"])
+    results = {s.name: measured(s.name, [(short_trace(), 0), (short_trace(), 1)])
+               for s in specs}
+    results["user-pti-on"] = measured("user-pti-on", [(short_trace(), 0),
+                                                      (short_trace(2), 0)])
+    kernel = Symbols.from_nm(NM)
+    return pathlen.combine(specs, runs, FakeTracer(results), kernel)
+
+
+def test_combine_rows_and_exit_status(monkeypatch):
+    monkeypatch.setattr(pathlen, "GUEST_BINARY", None)
+    monkeypatch.setattr(pathlen, "VDSO_DBG", None)
+    d = combined()
+    assert d["schema"] == "kml-pathlen-modes/1" and d["emulated"] is True
+    assert [b["pti"] for b in d["boots"]] == ["off", "on"]
+    assert [(r["op"], r["mode"]) for r in d["rows"]] == [
+        ("getppid", "user"), ("getppid", "kernel-syscall"), ("getppid", "kernel-call")]
+    user = d["rows"][0]["cells"]
+    assert (user["off"]["min"], user["off"]["max"], user["off"]["inside"]) == (5, 5, 2)
+    assert user["off"]["null_steps"] == [0, 1]
+    assert (user["on"]["min"], user["on"]["max"], user["on"]["samples"]) == (5, 7, [5, 7])
+    assert user["on"]["differs"]["step"] == 4
+    call = d["rows"][2]["cells"]
+    assert call["on"]["status"] == Status.UNAVAILABLE and call["off"]["status"] == Status.OK
+    assert pathlen.exit_status(d) == 0
+    d["runs"][0]["status"] = Status.ERROR
+    assert pathlen.exit_status(d) == 1
+
+
+def test_markdown(monkeypatch):
+    monkeypatch.setattr(pathlen, "GUEST_BINARY", None)
+    monkeypatch.setattr(pathlen, "VDSO_DBG", None)
+    md = report.pathlen_markdown(combined())
+    assert "| getppid | user | 5 | 5–7 | 2 / 2 | 3 / 3 | SWAPGS, SYSRET | SWAPGS, SYSRET |" in md
+    assert "| getppid | kernel-call | 5 | – | 2 / – | 3 / – | SWAPGS, SYSRET |  |" in md
+    assert "- getppid, user, pti=on: SWAPGS `swapgs` at entry_SYSCALL_64+0x0;" in md
+    assert "1. getppid, user, pti=on: [5, 7] instructions in the samples" in md
+    assert "kernel-call-pti-on: kernel mode" in md and "**unavailable**" in md
+
+
+def test_combine_without_any_counted_run():
+    specs = pathlen.specs(["getppid"])
+    with pytest.raises(KmlError, match="no run was counted"):
+        pathlen.combine(specs, {}, FakeTracer({}), Symbols())
+
+
+def test_symbols_follow_kaslr(tmp_path):
+    kernel = Symbols.from_nm(NM)
+    ready = pathlen.parse_ready(READY_LINE.replace("0xffffffff81000000", "0xffffffff82000000"))
+    syms = pathlen.symbols_for(ready, kernel, program=None, vdso=None)
+    assert syms.where(0xFFFFFFFF82000100) == "entry_SYSCALL_64+0x0"
+
+
+# ---- the gdb hook's view of the VM ----------------------------------
+
+def test_watch_wait_line():
+    w = qemu.Watch("/tmp/x.sock")
+    w.feed(b"boot\nkml-pathlen: ready label=a op=")
+    assert w.wait_line(pathlen.READY, timeout=0.05) is None       # the line is incomplete
+    w.feed(b"x,1,2\nmore\n")
+    m = w.wait_line(pathlen.READY)
+    assert m.group(1) == "label=a op=x,1,2"
+    assert w.wait_line(pathlen.READY, m.end(), timeout=0.05) is None
+    threading.Timer(0.05, w.end).start()
+    assert w.wait_line(pathlen.READY, m.end()) is None             # the VM ended
+
+
+def test_gdb_socket_path(tmp_path):
+    assert qemu.gdb_socket(tmp_path / "run") == str(tmp_path / "run" / "gdb.sock")
+    deep = tmp_path / ("d" * 100) / "20261123-121103-1-2"
+    assert qemu.gdb_socket(deep) == "/tmp/kml-gdb-20261123-121103-1-2.sock"
+
+
+def test_verdict_names_a_failed_hook(tmp_path):
+    res = qemu.Result(tmp_path)
+    res.status, res.hook_error = 0, "StubError: E14"
+    assert not res.ok and res.exit_code() == qemu.EXIT_VM_FAILURE
+    assert "the gdb hook failed (the VM was stopped): StubError: E14" in res.verdict()
+
+
+# ---- the real guest program, on this machine -------------------------
+
+def test_guest_program_ready_line(tmp_path_factory, tmp_path):
+    prog = guest_prog.build(tmp_path_factory, "kml-pathlen")
+    p = subprocess.run([str(prog), "--only", "getppid,pipe_rtt", "--warmup", "3",
+                        "--wait-s", "1", "--label", "t", "--json", str(tmp_path / "j")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "nobody set the done flag" in p.stderr
+    line = next(x for x in p.stderr.splitlines() if x.startswith("kml-pathlen: ready "))
+    ready = pathlen.parse_ready(line.split("ready ", 1)[1])
+    syms = Symbols.of_file(prog)
+    assert [o.name for o in ready.ops] == ["getppid", "pipe_rtt"]
+    assert syms.address("pl_getppid_syscall_at") == ready.ops[0].at
+    assert syms.address("pl_pipe_rtt_syscall_end") == ready.ops[1].end
+    assert syms.address("pathlen_done") is None     # data: not a text symbol
+    assert 0x5A400000 <= ready.ops[0].at < 0x5A500000   # its own address (guest/Makefile)
+    doc = json.loads((tmp_path / "j").read_text())
+    assert doc["schema"] == "kml-pathlen/1" and doc["done"] is False and doc["cpl"] == 3
+    p = subprocess.run([str(prog), "--path", "call", "--expect-mode", "user"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and "call path is not available" in p.stderr
