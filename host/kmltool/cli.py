@@ -144,6 +144,8 @@ def build_parser():
                    help="seconds per stressor and mode (default 2)")
     p.add_argument("--calls", type=positive_int, metavar="N",
                    help="trinity's system calls per boot (default 100000; --short: 20000)")
+    p.add_argument("--seed", type=int, metavar="N",
+                   help=f"trinity's random seed (default {soak.TRINITY_SEED})")
 
     p = sub.add_parser("patches", help="the kernel patch series")
     psub = p.add_subparsers(dest="pcmd", metavar="ACTION", required=True)
@@ -309,7 +311,7 @@ def cmd_kstack_bench(a):
 def cmd_soak(a):
     """stress-ng and trinity in every configuration (see soak.py): plan,
     specs, boots, combine, render, save."""
-    p = soak.plan(a.short, a.config, a.stressor_timeout, a.calls)
+    p = soak.plan(a.short, a.config, a.stressor_timeout, a.calls, a.seed)
     build_all()
     members = {c: soak.class_members(c) for c in soak.CLASSES}
     specs = soak.specs(p, members)

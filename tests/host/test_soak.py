@@ -52,6 +52,8 @@ def test_specs_user_then_kernel_per_class_and_trinity_in_kernel_mode():
     assert os_k.args[os_k.args.index("--timeout") + 1] == "5"
     t = specs[-1]
     assert t.mode is Mode.KERNEL and "-X" in t.args and t.args[-1] == "300"
+    assert t.args[t.args.index("-s") + 1] == str(soak.TRINITY_SEED)
+    assert "-s 7 " in " ".join(soak.specs(soak.plan(configs=["pti-on"], seed=7), MEMBERS)[-1].args)
     # every spec goes through kml-modes, the one guest-run layer
     assert all(s.argv()[0] == guestrun.HELPER for s in specs)
 
