@@ -87,6 +87,7 @@ class Spec:
              append run in another boot)
     disk     (MiB, file system) of a virtio disk the boot needs, or None
     required a failure ends the guest script (and fails the boot)
+    user     run the program as this user (kml-modes -u), not as root
     """
     name: str
     mode: Mode
@@ -100,6 +101,7 @@ class Spec:
     append: str = ""
     disk: tuple = None
     required: bool = False
+    user: str = None
 
     def __post_init__(self):
         if not _NAME.fullmatch(self.name):
@@ -136,6 +138,8 @@ class Spec:
             out += ["-c", self.result_file(tmp)]
         if not_run is not None:
             out += ["-n", not_run]
+        if self.user:
+            out += ["-u", self.user]
         out += [self.name, self.mode.value, self.program, *self.args, *self.options]
         if self.collect:
             out += [self.collect, self.result_file(tmp)]

@@ -16,10 +16,12 @@ default.  In each boot, through the guest-run layer (guestrun.py):
              given to the first of its classes (stress_ng_plan()), and the
              runs are one stress-ng invocation per class.  Its YAML metrics
              file comes back in the result block.
-  trinity    the system-call fuzzer, in kernel mode, for --calls calls; it
-             starts as root (admitted to kernel mode) and drops to nobody
-             (-X) before it fuzzes, so that it cannot take the VM down
-             through what root may do anyway (reboot, kill every process).
+  trinity    the system-call fuzzer, in kernel mode, for --calls calls, as
+             nobody from the start (admitted through kernel.kml_group), so
+             that it cannot take the VM down through what root may do
+             anyway (reboot, kill every process).  Its -X (start as root,
+             drop to nobody) left processes with root's privileges that
+             killed everything init started.
 
 The soak fails if a boot's console shows a problem (console.py), a run
 does not finish, a stressor fails in kernel mode but not as an ordinary
@@ -60,11 +62,13 @@ EXCLUDED = {
     "opcode": "executes random machine code: at CPL 0 that includes every "
               "privileged instruction",
 }
-# trinity's random seed: fixed, so that a run can be repeated exactly.
-# trinity 1.9+git20230109 (Debian 12) indexes its 45-entry net_protocols
-# table modulo 46 while it makes its sockets: for some seeds its main
-# process reads the ELF .dynamic section as a pointer and segfaults at
-# 0x21, whatever the mode.  This seed does not; --seed picks another.
+# trinity's random seed: fixed, so that a run can be repeated exactly
+# (--seed picks another).  trinity 1.9+git20230109 (Debian 12) indexes
+# its 45-entry net_protocols table modulo 46 when its main process makes
+# the socket file descriptors: for some seeds it reads the ELF .dynamic
+# section as a pointer and segfaults at 0x21, whatever the mode.  So the
+# main process makes no sockets (--disable-fds=sockets); the children
+# still call socket() and the rest with random arguments.
 TRINITY_SEED = 551964783
 
 # stress-ng's exit statuses that still mean "it ran": 2 a stressor failed,
@@ -152,8 +156,9 @@ def specs(p, members):
                                 title=f"stress-ng class {klass}", collect="--yaml",
                                 append=c.append))
         out.append(Spec(f"{c.name}.trinity.kernel", Mode.KERNEL, TRINITY,
-                        ("-q", "-X", "-l", "off", "-s", str(p.seed), "-N", str(p.calls)),
-                        title="trinity", append=c.append))
+                        ("-q", "-l", "off", "--disable-fds=sockets", "-s", str(p.seed),
+                         "-N", str(p.calls)),
+                        title="trinity", append=c.append, user="nobody"))
     return out
 
 
@@ -162,9 +167,12 @@ def specs(p, members):
 # for nobody "/" it crashes), on its own size-limited tmpfs so that files
 # cannot eat the guest's memory.
 WORKDIR_MIB = 512
+NOBODY_GID = 65534                  # nogroup (initramfs.py's /etc/group)
 PRELUDE = (f"mkdir -p {quote(WORKDIR)}",
            f"mount -t tmpfs -o size={WORKDIR_MIB}m,mode=1777 soak {quote(WORKDIR)}",
-           f"cd {quote(WORKDIR)}")
+           f"cd {quote(WORKDIR)}",
+           # nobody's group may start kernel-mode programs (trinity)
+           f"echo {NOBODY_GID} > /proc/sys/kernel/kml_group")
 
 
 def adds():

@@ -4,6 +4,7 @@ for /trusted; no VM."""
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -212,3 +213,11 @@ def test_status_is_its_value():
     assert f"{Status.OK}" == "ok" and str(Status.NOT_RUN) == "not run"
     assert json.dumps({"s": Status.FAILED, "m": Mode.KERNEL}) == '{"s": "failed", "m": "kernel"}'
     assert Status.OK == "ok" and Status("skipped") is Status.SKIPPED
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("su"), reason="needs root and su")
+def test_kml_modes_runs_as_another_user(guest):
+    run, _ = guest
+    p = run(["kml-modes", "-u", "nobody", "a", "user", "/bin/sh", "-c", "id -u; echo \"$0\"", "it's"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[1:] == ["65534", "it's", "# kml-end a user 0"]

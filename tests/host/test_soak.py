@@ -51,7 +51,8 @@ def test_specs_user_then_kernel_per_class_and_trinity_in_kernel_mode():
     assert os_k.args[os_k.args.index("--exclude") + 1] == "opcode"
     assert os_k.args[os_k.args.index("--timeout") + 1] == "5"
     t = specs[-1]
-    assert t.mode is Mode.KERNEL and "-X" in t.args and t.args[-1] == "300"
+    assert t.mode is Mode.KERNEL and t.user == "nobody" and t.args[-1] == "300"
+    assert t.argv()[1:3] == ["-u", "nobody"]
     assert t.args[t.args.index("-s") + 1] == str(soak.TRINITY_SEED)
     assert "-s 7 " in " ".join(soak.specs(soak.plan(configs=["pti-on"], seed=7), MEMBERS)[-1].args)
     # every spec goes through kml-modes, the one guest-run layer
