@@ -280,11 +280,11 @@ def parse(text):
 
 # ---- checks ----------------------------------------------------------
 
-def check(spec, run, schema=None, json=True):
+def check(spec, run, schema=None, want_json=True):
     """(Status, reason) from what every run shares: did it run, how did it
     exit, did it write its result (a JSON document with the schema given,
-    from the expected CPL; json=False: the caller reads the collected file
-    itself).  OK: exit status 0; FAILED: 1 (the program reports failures
+    from the expected CPL; want_json=False: the caller reads the collected
+    file itself).  OK: exit status 0; FAILED: 1 (the program reports failures
     itself; the caller says which)."""
     prog = spec.base
     if run is None:
@@ -298,7 +298,7 @@ def check(spec, run, schema=None, json=True):
         return Status.UNAVAILABLE, last or f"{prog} exit status {EXIT_UNAVAILABLE}"
     if run.exit not in (0, 1):
         return Status.ERROR, f"{prog} exited with {run.exit}" + (f": {last}" if last else "")
-    if spec.collect and json:
+    if spec.collect and want_json:
         doc = run.doc
         if doc is None and run.exit != 0 and last:
             return Status.ERROR, f"{prog} exited with {run.exit}: {last}"

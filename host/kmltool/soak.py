@@ -241,7 +241,7 @@ def run_status(spec, run):
     """(Status, reason) of a stress-ng run as a whole: did it run and end
     with one of stress-ng's own statuses."""
     if run is None or run.not_run or not run.finished:
-        return check(spec, run, json=False)
+        return check(spec, run, want_json=False)
     if run.exit not in STRESS_NG_EXITS:
         return Status.ERROR, f"stress-ng exited with {run.exit}: {run.last_line()}"
     return Status.OK, None
@@ -252,7 +252,7 @@ _TRINITY_RAN = re.compile(r"Ran (\d+) syscalls")
 
 def trinity_result(spec, run, calls):
     """{"status", "reason", "calls"} for the trinity run."""
-    st, why = check(spec, run, json=False)
+    st, why = check(spec, run, want_json=False)
     done = None
     for line in (run.output if run else []):
         m = _TRINITY_RAN.search(line)
