@@ -13,15 +13,22 @@
  *                        executes `syscall` itself), when the vDSO has it
  *
  * Tests in the "fast" fixture switch /proc/sys/kernel/kml_fast_syscall
- * (restored by the parent afterwards, even if the test crashes); they need
- * a kml kernel and root, and skip otherwise with the reason.  Everything
+ * (restored by the parent afterwards, even if the test crashes) through
+ * its values: 2 = the bypass (where the kernel offers it), 1 = the
+ * generic entry work with the direct return, 0 = the complete path; they
+ * need a kml kernel and root, and skip otherwise with the reason.  The
+ * other tests run on the path the boot selected (the default, 2, or
+ * sysctl.kernel.kml_fast_syscall=1 in one of the test configurations).  Everything
  * else also runs on a stock kernel (there is no __vdso_kml_syscall there
  * and libkml falls back to the `syscall` instruction), except the fuzz
  * run, which is only for a kml guest.
  */
 #define _GNU_SOURCE
+#include <asm/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -33,6 +40,7 @@
 #include <sys/auxv.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -49,6 +57,9 @@
 
 #define SYSCTL		"/proc/sys/kernel/kml_fast_syscall"
 #define FAST_KEY	"KernelModeFastSyscalls:"
+#define BYPASS_KEY	"KernelModeBypassSyscalls:"
+#define V_BYPASS	2		/* kml_fast_syscall values */
+#define V_GENERIC	1
 #define N_CALLS		1000
 #define KERNEL_ADDR	0xffffffff81000000UL
 #define NONCANONICAL	0x8000000000000000UL
@@ -82,19 +93,19 @@ static int sysctl_set(int v)
 	return r;
 }
 
-/* The number after FAST_KEY in a status file's text, or -1. */
-static long fast_parse(const char *buf)
+/* The number after key in a status file's text, or -1. */
+static long key_parse(const char *buf, const char *key)
 {
-	static const char key[] = FAST_KEY;
+	size_t len = strlen(key);
 	const char *p;
 	long v = 0;
 
 	for (p = buf; *p; p++)
-		if (!strncmp(p, key, sizeof(key) - 1))
+		if (!strncmp(p, key, len))
 			break;
 	if (!*p)
 		return -1;
-	p += sizeof(key) - 1;
+	p += len;
 	while (*p == ' ' || *p == '\t')
 		p++;
 	if (*p < '0' || *p > '9')
@@ -104,8 +115,19 @@ static long fast_parse(const char *buf)
 	return v;
 }
 
-/* KernelModeFastSyscalls of the calling thread, from an open status fd. */
-static long fast_pread(int fd)
+/*
+ * Direct returns, through either path: KernelModeFastSyscalls (generic
+ * work) + KernelModeBypassSyscalls, or -1.
+ */
+static long fast_parse(const char *buf)
+{
+	long f = key_parse(buf, FAST_KEY), b = key_parse(buf, BYPASS_KEY);
+
+	return f < 0 || b < 0 ? -1 : f + b;
+}
+
+/* A counter of the calling thread (key, or both if NULL), from fd. */
+static long status_pread(int fd, const char *key)
 {
 	char buf[4096];
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
@@ -113,7 +135,13 @@ static long fast_pread(int fd)
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
-	return fast_parse(buf);
+	return key ? key_parse(buf, key) : fast_parse(buf);
+}
+
+/* The direct returns of the calling thread, from an open status fd. */
+static long fast_pread(int fd)
+{
+	return status_pread(fd, NULL);
 }
 
 static int fast_open(void)
@@ -134,9 +162,9 @@ static long fast_count(void)
 }
 
 /*
- * What the counter must do for this process: 1 = grow with every plain
- * call (kernel mode, kml_fast_syscall=1), 0 = stay put (user mode, or the
- * sysctl 0), -1 = no counter at all (not a kml kernel).
+ * What the counter of direct returns must do for this process: 1 = grow
+ * with every plain call (kernel mode, kml_fast_syscall 1 or 2), 0 = stay
+ * put (user mode, or the sysctl 0), -1 = no counter (not a kml kernel).
  */
 static int fast_expected(struct __test_metadata *_metadata)
 {
@@ -148,7 +176,7 @@ static int fast_expected(struct __test_metadata *_metadata)
 	ASSERT_GE(v, 0) TH_LOG("%s unreadable on a kml kernel", SYSCTL);
 	ASSERT_LE(0, fast_count()) TH_LOG("no %s line on a kml kernel",
 					  FAST_KEY);
-	return kml_cpl() == 0 && v == 1;
+	return kml_cpl() == 0 && v >= V_GENERIC;
 }
 
 /* ---- three ways into the kernel --------------------------------------- */
@@ -451,10 +479,13 @@ TEST(same_results_on_every_path)
  */
 FIXTURE(fast) {
 	int saved;
+	int top;	/* the highest value the kernel accepts */
 };
 
 FIXTURE_SETUP(fast)
 {
+	int r;
+
 	self->saved = -1;
 	if (!kml_kernel())
 		SKIP(return, "not a kml kernel: no %s", SYSCTL);
@@ -463,6 +494,17 @@ FIXTURE_SETUP(fast)
 	self->saved = sysctl_get();
 	ASSERT_LE(0, self->saved) TH_LOG("%s unreadable on a kml kernel",
 					 SYSCTL);
+	r = sysctl_set(V_BYPASS);
+	if (r == -EINVAL) {
+		self->top = V_GENERIC;
+		TH_LOG("the kernel offers no bypass (%s rejects %d)", SYSCTL,
+		       V_BYPASS);
+	} else {
+		ASSERT_EQ(0, r);
+		self->top = V_BYPASS;
+	}
+	ASSERT_EQ(-EINVAL, sysctl_set(V_BYPASS + 1));
+	ASSERT_EQ(-EINVAL, sysctl_set(-1));
 }
 
 FIXTURE_TEARDOWN_PARENT(fast)
@@ -479,7 +521,7 @@ TEST_F(fast, same_results_fast_and_complete)
 	int n = get_mechs(m);
 
 	make_file(_metadata, file, sizeof(file));
-	for (int v = 1; v >= 0; v--) {
+	for (int v = self->top; v >= 0; v--) {
 		ASSERT_EQ(0, sysctl_set(v));
 		ASSERT_EQ(v, sysctl_get());
 		for (int i = 0; i < n; i++) {
@@ -490,48 +532,125 @@ TEST_F(fast, same_results_fast_and_complete)
 	unlink(file);
 }
 
-/* N getppid calls through m; the growth of the counter (fd: status). */
-static long count_getppid(int fd, const struct mech *m, int n)
+/*
+ * N getppid calls through m; the growth of the generic path's counter
+ * (*fast) and of the bypass's (*bypass); fd: status.  -1 if unreadable.
+ */
+static void count_getppid(int fd, const struct mech *m, int n, long *fast,
+			  long *bypass)
 {
-	long c0 = fast_pread(fd), c1;
+	long f0 = status_pread(fd, FAST_KEY), b0 = status_pread(fd, BYPASS_KEY);
+	long f1, b1;
 
 	for (int i = 0; i < n; i++)
 		SC0(m, SYS_getppid);
-	c1 = fast_pread(fd);
-	return c0 < 0 || c1 < 0 ? -1 : c1 - c0;
+	f1 = status_pread(fd, FAST_KEY);
+	b1 = status_pread(fd, BYPASS_KEY);
+	*fast = f0 < 0 || f1 < 0 ? -1 : f1 - f0;
+	*bypass = b0 < 0 || b1 < 0 ? -1 : b1 - b0;
 }
 
+/*
+ * Each value of the sysctl takes its own path: 2 counts in the bypass's
+ * counter, 1 in the generic path's, 0 in neither; an ordinary process
+ * counts nowhere.  (Each counter's own read adds at most one.)
+ */
 TEST_F(fast, fast_path_is_taken)
 {
 	struct mech m[3];
 	int n = get_mechs(m), fd = fast_open();
-	long d;
+	long f, b;
 
 	ASSERT_LE(0, fd);
-	ASSERT_LE(0, fast_pread(fd)) TH_LOG("no %s line", FAST_KEY);
+	ASSERT_LE(0, status_pread(fd, FAST_KEY)) TH_LOG("no %s line", FAST_KEY);
+	ASSERT_LE(0, status_pread(fd, BYPASS_KEY))
+		TH_LOG("no %s line", BYPASS_KEY);
 
-	ASSERT_EQ(0, sysctl_set(1));
-	for (int i = 0; i < n; i++) {
-		d = count_getppid(fd, &m[i], N_CALLS);
-		TH_LOG("kml_fast_syscall=1, %s: +%ld over %d calls",
-		       m[i].name, d, N_CALLS);
-		if (kml_cpl() == 0) {
-			ASSERT_LE(N_CALLS, d);
-		} else {
-			ASSERT_EQ(0, d);
+	for (int v = self->top; v >= 0; v--) {
+		ASSERT_EQ(0, sysctl_set(v));
+		for (int i = 0; i < n; i++) {
+			count_getppid(fd, &m[i], N_CALLS, &f, &b);
+			TH_LOG("kml_fast_syscall=%d, %s: generic +%ld, bypass +%ld over %d calls",
+			       v, m[i].name, f, b, N_CALLS);
+			ASSERT_LE(0, f);
+			ASSERT_LE(0, b);
+			if (kml_cpl() != 0 || v == 0) {
+				ASSERT_EQ(0, f + b);
+			} else if (v == V_GENERIC) {
+				ASSERT_LE(N_CALLS, f);
+				ASSERT_EQ(0, b);
+			} else {
+				ASSERT_LE(N_CALLS, b);
+				ASSERT_GE(2, f);
+			}
 		}
 	}
 	if (kml_cpl() != 0) {
 		ASSERT_EQ(0, fast_pread(fd)) TH_LOG("user mode: must stay 0");
 	}
+	close(fd);
+}
 
-	ASSERT_EQ(0, sysctl_set(0));
+/*
+ * The calls that need the complete frame (they copy, replace or reload
+ * every register) never take the bypass, and neither do calls while a
+ * tracer or seccomp filter wants to see them: arch_prctl(ARCH_GET_FS)
+ * counts on the generic path; getppid in a child with a seccomp filter
+ * that allows everything counts on the generic path too.
+ */
+TEST_F(fast, bypass_leaves_out_what_it_must)
+{
+	struct mech m[3];
+	int n = get_mechs(m), fd = fast_open(), status;
+	unsigned long fs;
+	long f0, b0, f1, b1;
+	pid_t pid;
+
+	if (self->top < V_BYPASS)
+		SKIP(return, "the kernel offers no bypass");
+	if (kml_cpl() != 0)
+		SKIP(return, "an ordinary process takes neither path");
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, sysctl_set(V_BYPASS));
 	for (int i = 0; i < n; i++) {
-		d = count_getppid(fd, &m[i], N_CALLS);
-		TH_LOG("kml_fast_syscall=0, %s: +%ld over %d calls",
-		       m[i].name, d, N_CALLS);
-		ASSERT_EQ(0, d);
+		f0 = status_pread(fd, FAST_KEY);
+		b0 = status_pread(fd, BYPASS_KEY);
+		for (int j = 0; j < N_CALLS; j++)
+			ASSERT_EQ(0, SC2(&m[i], SYS_arch_prctl, ARCH_GET_FS, &fs));
+		f1 = status_pread(fd, FAST_KEY);
+		b1 = status_pread(fd, BYPASS_KEY);
+		TH_LOG("%s: arch_prctl: generic +%ld, bypass +%ld", m[i].name,
+		       f1 - f0, b1 - b0);
+		ASSERT_LE(N_CALLS, f1 - f0);
+		ASSERT_GE(2, b1 - b0);
 	}
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K,
+						    SECCOMP_RET_ALLOW);
+		struct sock_fprog prog = { .len = 1, .filter = &allow };
+
+		int cfd = fast_open();	/* this thread's own file */
+
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog))
+			_exit(10);
+		f0 = status_pread(cfd, FAST_KEY);
+		b0 = status_pread(cfd, BYPASS_KEY);
+		for (int j = 0; j < N_CALLS; j++)
+			sys_insn(SYS_getppid, 0, 0, 0, 0, 0, 0);
+		f1 = status_pread(cfd, FAST_KEY);
+		b1 = status_pread(cfd, BYPASS_KEY);
+		if (b1 - b0 != 0)
+			_exit(11);
+		_exit(f1 - f0 >= N_CALLS ? 0 : 12);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status))
+		TH_LOG("10: no seccomp filter, 11: bypass taken, 12: no direct return");
 	close(fd);
 }
 
@@ -712,7 +831,7 @@ TEST_F(fast, registers_preserved_fast_and_complete)
 	int n = reg_mechs(m);
 	char ctx[64];
 
-	for (int v = 1; v >= 0; v--) {
+	for (int v = self->top; v >= 0; v--) {
 		ASSERT_EQ(0, sysctl_set(v));
 		snprintf(ctx, sizeof(ctx), "kml_fast_syscall=%d, ", v);
 		for (int i = 0; i < n; i++)
@@ -853,7 +972,7 @@ TEST_F(fast, red_zone_survives_fast_and_complete)
 {
 	char ctx[64];
 
-	for (int v = 1; v >= 0; v--) {
+	for (int v = self->top; v >= 0; v--) {
 		ASSERT_EQ(0, sysctl_set(v));
 		snprintf(ctx, sizeof(ctx), "kml_fast_syscall=%d: ", v);
 		check_red_zone(_metadata, ctx);
@@ -940,7 +1059,7 @@ TEST_F(fast, invalid_numbers_and_bad_pointers_fast_and_complete)
 	struct mech m[3];
 	int n = get_mechs(m);
 
-	for (int v = 1; v >= 0; v--) {
+	for (int v = self->top; v >= 0; v--) {
 		ASSERT_EQ(0, sysctl_set(v));
 		for (int i = 0; i < n; i++)
 			check_errors(_metadata, &m[i]);
@@ -1377,25 +1496,29 @@ TEST_F(fast, signal_delivery_is_not_a_fast_return)
 	struct mech m[3];
 	int n = get_mechs(m);
 
-	ASSERT_EQ(0, sysctl_set(1));
 	probe_fd = fast_open();
 	ASSERT_LE(0, probe_fd);
 	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
-	c0 = fast_pread(probe_fd);
-	calib = fast_pread(probe_fd) - c0;	/* what one read adds */
-	ASSERT_EQ(kml_cpl() == 0 ? 1 : 0, calib);
-	for (int i = 0; i < n; i++) {
-		probe_in_handler = -1;
+	for (int v = self->top; v >= V_GENERIC; v--) {
+		ASSERT_EQ(0, sysctl_set(v));
 		c0 = fast_pread(probe_fd);
-		ASSERT_EQ(0, m[i].fn(SYS_kill, pid, SIGUSR1, 0, 0, 0, 0));
-		c1 = fast_pread(probe_fd);
-		ASSERT_LE(0, probe_in_handler) TH_LOG("%s: no handler", m[i].name);
-		ASSERT_EQ(calib, probe_in_handler - c0)
-			TH_LOG("%s: the kill that delivered a signal was "
-			       "counted as a fast return", m[i].name);
-		TH_LOG("%s: rt_sigreturn %s through the direct return",
-		       m[i].name, c1 - probe_in_handler - calib ? "returned" :
-		       "did not return");
+		calib = fast_pread(probe_fd) - c0;	/* what one read adds */
+		ASSERT_EQ(kml_cpl() == 0 ? 1 : 0, calib);
+		for (int i = 0; i < n; i++) {
+			probe_in_handler = -1;
+			c0 = fast_pread(probe_fd);
+			ASSERT_EQ(0, m[i].fn(SYS_kill, pid, SIGUSR1, 0, 0, 0, 0));
+			c1 = fast_pread(probe_fd);
+			ASSERT_LE(0, probe_in_handler)
+				TH_LOG("%s: no handler", m[i].name);
+			ASSERT_EQ(calib, probe_in_handler - c0)
+				TH_LOG("kml_fast_syscall=%d, %s: the kill that delivered a signal was counted as a direct return",
+				       v, m[i].name);
+			TH_LOG("kml_fast_syscall=%d, %s: rt_sigreturn %s through the direct return",
+			       v, m[i].name,
+			       c1 - probe_in_handler - calib ? "returned" :
+			       "did not return");
+		}
 	}
 	signal(SIGUSR1, SIG_DFL);
 	close(probe_fd);

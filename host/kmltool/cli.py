@@ -25,8 +25,12 @@ TEST_CONFIGS = {
     # the same tests with demand-paged kernel stacks
     "smp2-pti-on-dks": (2, "pti=on dynamic_kstacks=on"),
     "smp2-pti-off-dks": (2, "pti=off dynamic_kstacks=on"),
+    # and with kernel-mode system calls on the generic path instead of
+    # the bypass, so that every guest test also runs against that path
+    "smp2-pti-on-dks-generic": (2, "pti=on dynamic_kstacks=on sysctl.kernel.kml_fast_syscall=1"),
 }
-DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-on-dks", "smp2-pti-off-dks"]
+DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-on-dks-generic",
+                        "smp2-pti-off-dks"]
 # The demo: one program as installed and from /trusted (CPL 3, then CPL 0)
 DEMO = (Spec("kml-probe", Mode.USER, "/usr/lib/kml/kml-probe", ("info",), required=True),
         Spec("kml-probe@kernel", Mode.KERNEL, "/usr/lib/kml/kml-probe", ("info",),
