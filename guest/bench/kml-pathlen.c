@@ -31,6 +31,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -102,13 +103,14 @@ static struct {
 	long wait_s;
 	const char *json;
 	const char *label;
-} opt = { .expect_kernel = -1, .warmup = 100, .wait_s = 600 };
+	int fast_syscall;
+} opt = { .expect_kernel = -1, .warmup = 100, .wait_s = 600, .fast_syscall = -1 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: %s [--path syscall|call] [--expect-mode user|kernel] "
 		"[--only OP,...] [--warmup N] [--wait-s S] [--json FILE] "
-		"[--label TEXT] [-v]\noperations:", bench_prog);
+		"[--label TEXT] [--fast-syscall 0|1|2] [-v]\noperations:", bench_prog);
 	for (size_t i = 0; i < NOPS; i++)
 		fprintf(f, " %s", ops[i].name);
 	fputc('\n', f);
@@ -134,13 +136,15 @@ static void select_ops(const char *list)
 
 static void parse_args(int argc, char **argv)
 {
-	enum { PL_O_PATH = 0x2000, PL_O_EXPECT, PL_O_ONLY, PL_O_WARMUP, PL_O_WAIT };
+	enum { PL_O_PATH = 0x2000, PL_O_EXPECT, PL_O_ONLY, PL_O_WARMUP, PL_O_WAIT,
+	       PL_O_FAST };
 	static const struct option lopts[] = {
 		{ "path", required_argument, NULL, PL_O_PATH },
 		{ "expect-mode", required_argument, NULL, PL_O_EXPECT },
 		{ "only", required_argument, NULL, PL_O_ONLY },
 		{ "warmup", required_argument, NULL, PL_O_WARMUP },
 		{ "wait-s", required_argument, NULL, PL_O_WAIT },
+		{ "fast-syscall", required_argument, NULL, PL_O_FAST },
 		BENCH_COMMON_OPTIONS,
 		{ 0 }
 	};
@@ -162,6 +166,8 @@ static void parse_args(int argc, char **argv)
 			opt.warmup = bench_parse_long("--warmup", optarg, 1, 1000000);
 		else if (ch == PL_O_WAIT)
 			opt.wait_s = bench_parse_long("--wait-s", optarg, 1, 86400);
+		else if (ch == PL_O_FAST)
+			opt.fast_syscall = bench_parse_long("--fast-syscall", optarg, 0, 2);
 		else
 			bench_common_option(ch, &com);
 	}
@@ -172,11 +178,51 @@ static void parse_args(int argc, char **argv)
 	opt.label = com.label;
 }
 
+/*
+ * --fast-syscall N: the path of kernel-mode system calls to count
+ * (kernel.kml_fast_syscall), set for this run and put back at exit.
+ */
+#define FAST_SYSCTL "/proc/sys/kernel/kml_fast_syscall"
+static int fast_saved = -1;
+
+static int fast_sysctl(int v)
+{
+	FILE *f = fopen(FAST_SYSCTL, "w");
+	int bad;
+
+	if (!f)
+		return -1;
+	bad = fprintf(f, "%d\n", v) < 0;
+	return fclose(f) || bad ? -1 : 0;
+}
+
+static void fast_restore(void)
+{
+	if (fast_saved >= 0 && fast_sysctl(fast_saved))
+		fprintf(stderr, "%s: cannot put %s back to %d: %s\n", bench_prog,
+			FAST_SYSCTL, fast_saved, strerror(errno));
+}
+
 /* 0, or 3 (with a message) when the mode asked for is not available */
 static int check_available(void)
 {
 	if (!bench_in_expected_mode(opt.expect_kernel))
 		return 3;
+	if (opt.fast_syscall >= 0) {
+		FILE *f = fopen(FAST_SYSCTL, "r");
+
+		if (!f || fscanf(f, "%d", &fast_saved) != 1)
+			fast_saved = -1;
+		if (f)
+			fclose(f);
+		if (fast_saved < 0 || fast_sysctl(opt.fast_syscall)) {
+			fprintf(stderr, "%s: --fast-syscall %d: cannot set %s: %s\n",
+				bench_prog, opt.fast_syscall, FAST_SYSCTL,
+				fast_saved < 0 ? "not a kml kernel" : strerror(errno));
+			return 3;
+		}
+		atexit(fast_restore);
+	}
 	if (opt.path != PATH_CALL)
 		return 0;
 	if (!kml_call_path()) {

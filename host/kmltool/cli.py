@@ -65,9 +65,9 @@ def mem_size(s):
     return f"{m.group(1)}{m.group(2)}"
 
 
-def add_vm_options(p, timeout, smp=2):
+def add_vm_options(p, timeout, smp=2, mem="1G"):
     p.add_argument("--smp", type=smp_count, default=smp, help=f"vCPUs (default {smp})")
-    p.add_argument("--mem", type=mem_size, default="1G", help="guest memory (default 1G)")
+    p.add_argument("--mem", type=mem_size, default=mem, help=f"guest memory (default {mem})")
     p.add_argument("--append", default="", metavar="ARGS", help="extra kernel command line")
     p.add_argument("--timeout", type=positive_int, default=timeout, metavar="S",
                    help=f"seconds before the VM is killed (default {timeout})")
@@ -109,8 +109,8 @@ def build_parser():
                                  "process, in kernel mode with syscall and with the call "
                                  "path; file I/O throughput (tmpfs, ext4) as an ordinary "
                                  "process and in kernel mode"),
-                       ("demo", "the main job: set up, build, boot, show the latency and "
-                                "file I/O tables")):
+                       ("demo", "the main job: set up, build, boot, show the path length "
+                                "of getppid, then the latency and file I/O tables")):
         p = sub.add_parser(name, help=text, description=text + ".")
         add_vm_options(p, 1200)
         p.add_argument("--quick", action="store_true",
@@ -121,6 +121,9 @@ def build_parser():
         p.add_argument("--no-io", action="store_true",
                        help="skip the file I/O part (kml-iobench on tmpfs and on an ext4 "
                             f"disk image of {bench.IO_DISK_MIB} MiB)")
+        p.add_argument("--no-pathlen", action="store_true",
+                       help="skip the path length of getppid that leads the output "
+                            "(./kml pathlen --quick: two more boots, 1 vCPU)")
 
     text = ("UnixBench-style system tests and the kernel-stack memory of idle threads "
             f"(kml-ubench) in a boot without and one with {kstackbench.PARAM}")
@@ -136,8 +139,7 @@ def build_parser():
             "(in kernel mode), one boot per configuration; fails on any kernel console "
             "problem or a stressor that fails in kernel mode only")
     p = sub.add_parser("soak", help=text, description=text + ".")
-    add_vm_options(p, 5400)
-    p.set_defaults(mem="2G")
+    add_vm_options(p, 5400, mem="2G")
     p.add_argument("--short", action="store_true",
                    help=f"the CI form: {len(soak.SHORT)} stressors, "
                         f"{' and '.join(soak.SHORT_CONFIGS)}, fewer trinity calls")
@@ -258,10 +260,59 @@ def vm_options(a):
             "accel": accel_arg(a)}
 
 
+# What the demo and ./kml bench say between the path length and the timings
+TCG_NOTE = (
+    "The timings below are EMULATED unless they say otherwise: under QEMU TCG an "
+    "instruction that changes CPU state (a CR3 or CR4 write, IRET, SWAPGS, WRMSR) "
+    "costs microseconds, while ordinary instructions cost almost nothing, so the "
+    "ratios between modes show the direction of a change, not its size on hardware.  "
+    "The instruction counts above do not depend on the emulator: they are what a "
+    "CPU executes (docs/pathlen.md relates them to hardware costs).")
+
+
+def run_pathlen(a, only, samples, smp):
+    """kml-pathlen's specs booted with the gdb hook (see pathlen.py):
+    (Outcome, data or None if a boot failed)."""
+    kernel = insn.Symbols.of_file(pathlen.VMLINUX)
+    tracer = pathlen.Tracer(samples, say=say)
+    specs = pathlen.specs(only)
+    out = guestrun.boot(specs, gdb=tracer, **dict(vm_options(a), smp=smp))
+    if out.failed:
+        return out, None
+    return out, pathlen.combine(specs, out.runs, tracer, kernel)
+
+
+def bench_pathlen(a):
+    """The demo's and ./kml bench's lead: getppid's path length.  0 or an
+    exit code."""
+    say("first the deterministic part: instructions per getppid, counted through "
+        "QEMU's gdb stub in a boot with pti=off and one with pti=on")
+    out, data = run_pathlen(a, ["getppid"], 3, smp=1)
+    if out.failed:
+        say(f"pathlen FAILED: {out.failed.failure}")
+        return out.failed.code
+    table = report.pathlen_markdown(data)
+    print("\n" + table, end="", flush=True)
+    stem = report.save(data, table, prefix="pathlen-")
+    say(f"path length results: {stem}.json and {stem}.md")
+    print("\n" + TCG_NOTE + "\n", flush=True)
+    return pathlen.exit_status(data)
+
+
 def cmd_bench(a, demo=False):
     """kml-bench in three modes and kml-iobench in two, on tmpfs and ext4,
-    in one boot (see bench.py): specs, boot, combine, render, save."""
+    in one boot (see bench.py): specs, boot, combine, render, save.  Led by
+    getppid's path length unless --no-pathlen."""
+    if not a.no_pathlen:
+        try:
+            pathlen.check_append(a.append)
+        except KmlError as e:
+            raise KmlError(f"{e}; or use --no-pathlen") from None
     build_all()
+    if not a.no_pathlen:
+        rc = bench_pathlen(a)
+        if rc:
+            return rc
     options = ["--quick"] if a.quick else []
     if a.only:
         bench.check_only(a.only, paths.GUEST_OUT / "kml-bench")
@@ -270,7 +321,8 @@ def cmd_bench(a, demo=False):
     specs, prelude = bench.specs(options, io_options), ()
     if demo:
         say("the main job: one program run in user mode and from /trusted in "
-            "kernel mode, then the syscall latency and file I/O tables, in a fresh VM")
+            "kernel mode, then the syscall latency and file I/O tables, in a fresh VM "
+            "(after the path length, unless --no-pathlen)")
         specs, prelude = list(DEMO) + specs, (DEMO_PRELUDE,)
     say("kml-bench in three modes: " + ", ".join(m.name for m in bench.MODES)
         + ("" if io_options is None else
@@ -354,14 +406,11 @@ def cmd_pathlen(a):
         initramfs.build_initramfs()
     else:
         build_all()
-    kernel = insn.Symbols.of_file(pathlen.VMLINUX)
-    tracer = pathlen.Tracer(a.samples or (3 if a.quick else pathlen.DEFAULT_SAMPLES), say=say)
-    specs = pathlen.specs(only)
-    out = guestrun.boot(specs, gdb=tracer, **vm_options(a))
+    out, data = run_pathlen(a, only, a.samples or (3 if a.quick else pathlen.DEFAULT_SAMPLES),
+                            a.smp)
     if out.failed:
         say(f"pathlen FAILED: {out.failed.failure}")
         return out.failed.code
-    data = pathlen.combine(specs, out.runs, tracer, kernel)
     table = report.pathlen_markdown(data)
     print("\n" + table, end="", flush=True)
     stem = report.save(data, table, prefix="pathlen-")

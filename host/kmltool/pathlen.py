@@ -8,8 +8,11 @@ up, prints a ready line with those addresses and loops over the
 operations until the host sets its done flag.  It runs in the three modes
 of ./kml bench (an ordinary process; a copy in /trusted at CPL 0 with the
 `syscall` instruction; the same with libkml's call path,
-`__vdso_kml_syscall`), in a boot with pti=off and one with pti=on
-(guestrun specs; one boot per kernel command line).
+`__vdso_kml_syscall`), all on the kernel's default path (the bypass where
+it has one), plus the `syscall` instruction on the generic path
+(kernel.kml_fast_syscall=1, which kml-pathlen sets for that run), in a
+boot with pti=off and one with pti=on (guestrun specs; one boot per
+kernel command line).
 
 The host side is a gdb hook of qemu.boot(): for each ready line it
 connects to the stub (which stops the VM), makes sure QEMU single-steps
@@ -90,12 +93,20 @@ def run_name(mode, pti):
     return f"{mode.name}-pti-{pti}"
 
 
+# The kernel-mode syscall path without the bypass, for comparison
+GENERIC = replace(bench.MODES[1], name="kernel-syscall-generic",
+                  title="kernel mode (/trusted copy), syscall instruction, generic entry "
+                        "and exit work (kml_fast_syscall=1)",
+                  args=bench.MODES[1].args + ("--fast-syscall", "1"))
+MODES = (*bench.MODES, GENERIC)
+
+
 def specs(only=None, pti=PTI):
-    """One run per mode of ./kml bench and pti value (one boot per pti)."""
+    """One run per mode and pti value (one boot per pti)."""
     opts = ["--only", ",".join(only)] if only else []
     out = []
     for p in pti:
-        for m in bench.MODES:
+        for m in MODES:
             name = run_name(m, p)
             out.append(replace(m, name=name, program=PROGRAM, append=f"pti={p}")
                        .with_options(*opts, "--label", name))

@@ -114,6 +114,16 @@ def test_bench_io_options():
     assert parse("demo").no_io is False
 
 
+def test_bench_and_demo_lead_with_pathlen():
+    assert parse("demo").no_pathlen is False
+    assert parse("bench", "--no-pathlen").no_pathlen is True
+    assert (parse("soak").mem, parse("bench").mem) == ("2G", "1G")
+    # pathlen boots with pti=off and pti=on itself: refused before building
+    p = kml("bench", "--append", "pti=on")
+    assert p.returncode == 1
+    assert "spoil the comparison" in p.stderr and "--no-pathlen" in p.stderr
+
+
 def test_make_disk_ext4_and_empty(tmp_path):
     img = qemu.make_disk(tmp_path / "ext4.img", 8, "ext4")
     assert img.stat().st_size == 8 << 20

@@ -298,7 +298,12 @@ def test_specs_options_and_parser():
     specs = pathlen.specs(["getppid"])
     assert [s.name for s in specs] == [
         "user-pti-off", "kernel-syscall-pti-off", "kernel-call-pti-off",
-        "user-pti-on", "kernel-syscall-pti-on", "kernel-call-pti-on"]
+        "kernel-syscall-generic-pti-off",
+        "user-pti-on", "kernel-syscall-pti-on", "kernel-call-pti-on",
+        "kernel-syscall-generic-pti-on"]
+    g = specs[3]
+    assert g.args == ("--expect-mode", "kernel", "--path", "syscall", "--fast-syscall", "1")
+    assert g.mode == "kernel"
     s = specs[2]
     assert (s.program, s.mode, s.append, s.collect) == (pathlen.PROGRAM, "kernel", "pti=off",
                                                         "--json")
@@ -354,7 +359,8 @@ def short_trace(extra=0):
 
 
 def test_run_status():
-    spec = pathlen.specs()[4]       # kernel-syscall-pti-on
+    spec = pathlen.specs()[5]       # kernel-syscall-pti-on
+    assert spec.name == "kernel-syscall-pti-on"
     ok = {"ready": None}
     assert pathlen.run_status(spec, fake_run(spec), ok) == (Status.OK, None)
     assert "lacks pti=on" in pathlen.run_status(
@@ -386,7 +392,8 @@ def test_combine_rows_and_exit_status(monkeypatch):
     assert d["schema"] == "kml-pathlen-modes/1" and d["emulated"] is True
     assert [b["pti"] for b in d["boots"]] == ["off", "on"]
     assert [(r["op"], r["mode"]) for r in d["rows"]] == [
-        ("getppid", "user"), ("getppid", "kernel-syscall"), ("getppid", "kernel-call")]
+        ("getppid", "user"), ("getppid", "kernel-syscall"), ("getppid", "kernel-call"),
+        ("getppid", "kernel-syscall-generic")]
     user = d["rows"][0]["cells"]
     assert (user["off"]["min"], user["off"]["max"], user["off"]["inside"]) == (5, 5, 2)
     assert user["off"]["null_steps"] == [0, 1]
