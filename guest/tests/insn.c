@@ -364,6 +364,62 @@ TEST(tsc_disabled_task_and_kernel_mode_task_share_a_cpu)
 }
 
 /*
+ * The kernel-mode CPU state (CR4 without SMEP/SMAP, the kernel-mode IDT,
+ * MSR_LSTAR at kml's entry) is switched lazily: it stays loaded while
+ * kernel threads and the idle task run after a kernel-mode task, and is
+ * put back only when an ordinary task is switched in.  On one CPU, this
+ * test (a kernel-mode task in the @kernel run) sleeps in short naps, so
+ * that the CPU goes idle in between, while an ordinary process makes
+ * system calls and checks after each that it still runs at CPL 3: a
+ * SYSCALL through a stale MSR_LSTAR would come back at CPL 0.
+ */
+#define CPL3_ARG	"--cpl3-checker"
+#define CPL3_CALLS	20000
+
+__attribute__((constructor))
+static void cpl3_checker(int argc, char **argv)
+{
+	unsigned short cs;
+
+	if (argc < 2 || strcmp(argv[1], CPL3_ARG))
+		return;
+	for (int i = 0; i < CPL3_CALLS; i++) {
+		syscall(SYS_getppid);
+		asm volatile("mov %%cs, %0" : "=r" (cs));
+		if ((cs & 3) != 3)
+			_exit(2);
+		if (i % 64 == 0)
+			usleep(20);	/* let the CPU go idle */
+		if (i % 4096 == 0)
+			sync();		/* and wake a kworker */
+	}
+	_exit(0);
+}
+
+TEST(ordinary_task_after_kernel_mode_task_and_idle_runs_at_cpl3)
+{
+	cpu_set_t one;
+	int status;
+	pid_t pid, r;
+
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		execl("/usr/lib/kml/tests/insn", "insn", CPL3_ARG, NULL);
+		_exit(127);
+	}
+	while ((r = waitpid(pid, &status, WNOHANG)) == 0)
+		usleep(30);
+	ASSERT_EQ(pid, r);
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status))
+		TH_LOG("2: the ordinary process ran at CPL 0 after a system call");
+}
+
+/*
  * CLI: an ordinary process gets #GP (IOPL 0).  A kernel-mode process
  * really disables interrupts -- the hardware cannot be told otherwise --
  * and a watchdog on another CPU kills it with SIGKILL if it keeps them
