@@ -1017,9 +1017,11 @@ TEST(counters_are_shown_only_to_who_may_trace)
 	/* Everybody may know the mode, as NoNewPrivs or Seccomp */
 	EXPECT_EQ(1, status_has(kml, 65534, "KernelMode:\t1"));
 	EXPECT_EQ(0, status_has(kml, 65534, "KernelModeFastSyscalls:"));
+	EXPECT_EQ(0, status_has(kml, 65534, "KernelModeBypassSyscalls:"));
 	EXPECT_EQ(0, status_has(kml, 65534, "KernelStack:"));
-	/* Control: root sees both */
+	/* Control: root sees them */
 	EXPECT_EQ(1, status_has(kml, 0, "KernelModeFastSyscalls:"));
+	EXPECT_EQ(1, status_has(kml, 0, "KernelModeBypassSyscalls:"));
 	EXPECT_EQ(1, status_has(kml, 0, "KernelStack:"));
 	kill(kml, SIGKILL);
 	waitpid(kml, NULL, 0);

@@ -275,13 +275,13 @@ def test_callpath_demo_user_and_kernel_mode():
     assert lines[0] == "cpl=3 call_path=0 vdso_kml_syscall=1"
     assert re.fullmatch(r"getpid=\d+ getppid=\d+ uname=Linux 6\.12\.\d+-kml", lines[1])
     assert lines[2] == 'pipe: wrote 5, read 5 "hello"'
-    assert lines[3] == "fast_syscalls: +0 over 100 getppid calls"
+    assert lines[3] == "direct_returns: +0 over 100 getppid calls"
     p = kml("run", "--kernel-mode", "--", "kml-callpath-demo")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert lines[0] == "cpl=0 call_path=1 vdso_kml_syscall=1"
     assert lines[2] == 'pipe: wrote 5, read 5 "hello"'
-    m = re.fullmatch(r"fast_syscalls: \+(\d+) over 100 getppid calls", lines[3])
+    m = re.fullmatch(r"direct_returns: \+(\d+) over 100 getppid calls", lines[3])
     assert m and int(m.group(1)) >= 100, lines[3]
 
 
