@@ -210,13 +210,28 @@ def yaml_metrics(text):
     return out
 
 
+# stress-ng's own verdict EXIT_NO_RESOURCE, e.g. "process [17345] (mutex)
+# aborted early, out of system resources"
+_NO_RESOURCE = re.compile(r"stress-ng: warn:\s*\[\d+\] process \[\d+\] \(([a-z0-9-]+)\) "
+                          r"aborted early, out of system resources")
+NO_RESOURCE = "out of system resources (stress-ng's verdict, not a failure)"
+
+
 def stressors(run, names):
     """{stressor: {"status", "reason", "bogo_ops", "rate"}} for one
     stress-ng run: failed (a fail or error line names it), ok (it has
-    metrics), else skipped (with stress-ng's reason if it gave one)."""
+    metrics), else skipped (with stress-ng's reason if it gave one).  A
+    stressor whose instance stress-ng reports as aborted for lack of
+    resources (its exit code EXIT_NO_RESOURCE) counts as skipped, with the
+    message it gave and NO_RESOURCE as the reason, whatever it printed
+    before: stress-ng does not count it as a failure either."""
     metrics = yaml_metrics(run.data)
-    fails, skips = {}, {}
+    fails, skips, starved = {}, {}, set()
     for line in run.output:
+        m = _NO_RESOURCE.search(line)
+        if m:
+            starved.add(m.group(1))
+            continue
         m = _FAIL.search(line)
         if m:
             fails.setdefault(m.group(1), m.group(2).strip())
@@ -227,7 +242,11 @@ def stressors(run, names):
     out = {}
     for s in names:
         r = dict(metrics.get(s, {}))
-        if s in fails:
+        if s in starved:
+            said = fails.get(s) or skips.get(s)
+            r.update(status=Status.SKIPPED,
+                     reason=NO_RESOURCE + (f": {said}" if said else ""))
+        elif s in fails:
             r.update(status=Status.FAILED, reason=fails[s])
         elif s in metrics:
             r.update(status=Status.OK, reason=None)
@@ -372,4 +391,11 @@ def markdown(data):
         if both:
             out += ["", f"### {c['name']}: failed in both modes (the environment)", ""]
             out += [f"- `{s}`: {r['kernel'].get('reason')}" for s, r in both]
+        starved = [(s, m, r[m]["reason"]) for s, r in c["stressors"].items()
+                   for m in ("user", "kernel")
+                   if (r.get(m, {}).get("reason") or "").startswith(NO_RESOURCE)]
+        if starved:
+            out += ["", f"### {c['name']}: aborted for lack of resources "
+                    "(stress-ng's EXIT_NO_RESOURCE; counted as skipped)", ""]
+            out += [f"- `{s}` ({m} mode): {why}" for s, m, why in starved]
     return "\n".join(out) + "\n"

@@ -91,6 +91,17 @@ def test_stress_ng_results_per_stressor():
     assert res["zzz"]["status"] is Status.SKIPPED
 
 
+def test_out_of_resources_is_stress_ngs_verdict_not_a_failure():
+    out = ["stress-ng: fail:  [17345] mutex: could not create any pthreads",
+           "stress-ng: warn:  [12462] process [17345] (mutex) aborted early, out of system "
+           "resources",
+           "stress-ng: fail:  [77] sigsegv: expected SIGSEGV, got none"]
+    res = soak.stressors(stress_run("x", "kernel", out=out), ["mutex", "sigsegv"])
+    assert res["mutex"]["status"] is Status.SKIPPED
+    assert res["mutex"]["reason"] == soak.NO_RESOURCE + ": could not create any pthreads"
+    assert res["sigsegv"]["status"] is Status.FAILED
+
+
 def outcome(p, runs, failure=None):
     specs = soak.specs(p, MEMBERS)
     boots = []
