@@ -262,10 +262,11 @@ def vm_options(a):
 
 # What the demo and ./kml bench say between the path length and the timings
 TCG_NOTE = (
-    "The timings below are EMULATED unless they say otherwise: under QEMU TCG an "
-    "instruction that changes CPU state (a CR3 or CR4 write, IRET, SWAPGS, WRMSR) "
-    "costs microseconds, while ordinary instructions cost almost nothing, so the "
-    "ratios between modes show the direction of a change, not its size on hardware.  "
+    "The timings below are EMULATED unless they say otherwise: under QEMU TCG a CR3 "
+    "or CR4 write (it flushes QEMU's software TLB) costs microseconds, while most other "
+    "instructions, the serializing and mitigation ones included, cost almost nothing, "
+    "so the ratios between modes show the direction of a change, not its size on "
+    "hardware.  "
     "The instruction counts above do not depend on the emulator: they are what a "
     "CPU executes (docs/pathlen.md relates them to hardware costs).")
 
