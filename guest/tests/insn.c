@@ -341,21 +341,33 @@ static void tsd_yielder(int argc, char **argv)
 	_exit(0);
 }
 
-TEST(tsc_disabled_task_and_kernel_mode_task_share_a_cpu)
+/*
+ * Pin the caller to CPU 0 and start this test binary from its installed
+ * place (an ordinary process) with arg, on the same CPU; its pid.
+ */
+static pid_t spawn_ordinary_on_cpu0(struct __test_metadata *_metadata,
+				    const char *arg)
 {
 	cpu_set_t one;
-	int status;
 	pid_t pid;
 
 	CPU_ZERO(&one);
 	CPU_SET(0, &one);
-	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
+	EXPECT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
 	pid = fork();
-	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		execl("/usr/lib/kml/tests/insn", "insn", TSD_ARG, NULL);
+		execl("/usr/lib/kml/tests/insn", "insn", arg, NULL);
 		_exit(127);
 	}
+	return pid;
+}
+
+TEST(tsc_disabled_task_and_kernel_mode_task_share_a_cpu)
+{
+	int status;
+	pid_t pid = spawn_ordinary_on_cpu0(_metadata, TSD_ARG);
+
+	ASSERT_LE(0, pid);
 	for (int i = 0; i < 20000; i++)
 		sched_yield();
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
@@ -398,19 +410,10 @@ static void cpl3_checker(int argc, char **argv)
 
 TEST(ordinary_task_after_kernel_mode_task_and_idle_runs_at_cpl3)
 {
-	cpu_set_t one;
 	int status;
-	pid_t pid, r;
+	pid_t r, pid = spawn_ordinary_on_cpu0(_metadata, CPL3_ARG);
 
-	CPU_ZERO(&one);
-	CPU_SET(0, &one);
-	ASSERT_EQ(0, sched_setaffinity(0, sizeof(one), &one));
-	pid = fork();
 	ASSERT_LE(0, pid);
-	if (pid == 0) {
-		execl("/usr/lib/kml/tests/insn", "insn", CPL3_ARG, NULL);
-		_exit(127);
-	}
 	while ((r = waitpid(pid, &status, WNOHANG)) == 0)
 		usleep(30);
 	ASSERT_EQ(pid, r);

@@ -273,14 +273,20 @@ TCG_NOTE = (
 
 def run_pathlen(a, only, samples, smp):
     """kml-pathlen's specs booted with the gdb hook (see pathlen.py):
-    (Outcome, data or None if a boot failed)."""
+    boots, combine, render, save.  0 or an exit code."""
     kernel = insn.Symbols.of_file(pathlen.VMLINUX)
     tracer = pathlen.Tracer(samples, say=say)
     specs = pathlen.specs(only)
     out = guestrun.boot(specs, gdb=tracer, **dict(vm_options(a), smp=smp))
     if out.failed:
-        return out, None
-    return out, pathlen.combine(specs, out.runs, tracer, kernel)
+        say(f"pathlen FAILED: {out.failed.failure}")
+        return out.failed.code
+    data = pathlen.combine(specs, out.runs, tracer, kernel)
+    table = report.pathlen_markdown(data)
+    print("\n" + table, end="", flush=True)
+    stem = report.save(data, table, prefix="pathlen-")
+    say(f"path length results: {stem}.json and {stem}.md")
+    return pathlen.exit_status(data)
 
 
 def bench_pathlen(a):
@@ -288,16 +294,10 @@ def bench_pathlen(a):
     exit code."""
     say("first the deterministic part: instructions per getppid, counted through "
         "QEMU's gdb stub in a boot with pti=off and one with pti=on")
-    out, data = run_pathlen(a, ["getppid"], 3, smp=1)
-    if out.failed:
-        say(f"pathlen FAILED: {out.failed.failure}")
-        return out.failed.code
-    table = report.pathlen_markdown(data)
-    print("\n" + table, end="", flush=True)
-    stem = report.save(data, table, prefix="pathlen-")
-    say(f"path length results: {stem}.json and {stem}.md")
-    print("\n" + TCG_NOTE + "\n", flush=True)
-    return pathlen.exit_status(data)
+    rc = run_pathlen(a, ["getppid"], 3, smp=1)
+    if not rc:
+        print("\n" + TCG_NOTE + "\n", flush=True)
+    return rc
 
 
 def cmd_bench(a, demo=False):
@@ -407,16 +407,8 @@ def cmd_pathlen(a):
         initramfs.build_initramfs()
     else:
         build_all()
-    out, data = run_pathlen(a, only, a.samples or (3 if a.quick else pathlen.DEFAULT_SAMPLES),
-                            a.smp)
-    if out.failed:
-        say(f"pathlen FAILED: {out.failed.failure}")
-        return out.failed.code
-    table = report.pathlen_markdown(data)
-    print("\n" + table, end="", flush=True)
-    stem = report.save(data, table, prefix="pathlen-")
-    say(f"results: {stem}.json and {stem}.md")
-    return pathlen.exit_status(data)
+    return run_pathlen(a, only, a.samples or (3 if a.quick else pathlen.DEFAULT_SAMPLES),
+                       a.smp)
 
 
 def main(argv):
