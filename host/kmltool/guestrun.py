@@ -2,7 +2,8 @@
 
 Every ./kml command that runs programs in a VM goes through this layer:
 the test suite (guest/run-tests), the demo, `./kml run --kernel-mode`,
-`./kml bench` and `./kml kstack-bench`.  A command describes each program
+`./kml bench` (and its --apps), `./kml kstack-bench`, `./kml soak` and
+`./kml pathlen`.  A command describes each program
 run as a Spec (program, arguments, user or kernel mode, how to collect its
 result, what the boot needs); boot() groups the specs into boots, writes
 the guest script, streams the output and parses it into Runs; check()
@@ -16,7 +17,12 @@ the only guest-to-host protocol:
     ...the program's output (standard output and error)...
     # kml-data NAME                 (only when the spec collects a file)
     ...the file the program wrote...
+    # kml-time NAME NS              (only for a timed run: wall-clock ns)
     # kml-end NAME MODE STATUS      (exit status, or not-run)
+
+A spec with a client runs its program as a server: kml-modes starts it in
+the background, runs the client (an ordinary process) and, when the client
+ends, checks that the server still runs, in the spec's mode, and stops it.
 """
 import enum
 import json
@@ -35,7 +41,7 @@ MARK = "# kml-"
 NOT_RUN = "not-run"
 RESULT_DIR = "/tmp/kml-runs"    # where the guest keeps collected files
 EXIT_UNAVAILABLE = 3        # the benchmarks: the mode asked for is not available
-_MARKER = re.compile(r"# kml-(begin|data|end) (\S+)(?: (\S+))?(?: (.*))?$")
+_MARKER = re.compile(r"# kml-(begin|data|time|end) (\S+)(?: (\S+))?(?: (.*))?$")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
 
 
@@ -88,6 +94,11 @@ class Spec:
     disk     (MiB, file system) of a virtio disk the boot needs, or None
     required a failure ends the guest script (and fails the boot)
     user     run the program as this user (kml-modes -u), not as root
+    client   the program is a server: this guest shell command (an ordinary
+             process) runs while it does (kml-modes -s); the block's status
+             is the client's, its output both's
+    timed    the run's wall-clock time comes back as Run.elapsed_ns
+             (kml-modes -t; with a client, the client's time)
     """
     name: str
     mode: Mode
@@ -102,6 +113,8 @@ class Spec:
     disk: tuple = None
     required: bool = False
     user: str = None
+    client: str = None
+    timed: bool = False
 
     def __post_init__(self):
         if not _NAME.fullmatch(self.name):
@@ -140,6 +153,10 @@ class Spec:
             out += ["-n", not_run]
         if self.user:
             out += ["-u", self.user]
+        if self.timed:
+            out.append("-t")
+        if self.client:
+            out += ["-s", self.client]
         out += [self.name, self.mode.value, self.program, *self.args, *self.options]
         if self.collect:
             out += [self.collect, self.result_file(tmp)]
@@ -202,6 +219,7 @@ class Run:
     finished: bool = False      # the end marker came
     output: list = field(default_factory=list)     # lines
     data: str = None            # the collected file (None: none)
+    elapsed_ns: int = None      # a timed run's wall-clock time
 
     @property
     def text(self):
@@ -264,6 +282,12 @@ def parse(text):
             continue
         elif kind == "data":
             in_data, cur.data = True, ""
+        elif kind == "time":
+            in_data = False
+            try:
+                cur.elapsed_ns = int(mode)
+            except (TypeError, ValueError):
+                cur.elapsed_ns = None
         elif kind == "end":
             word = (rest or "").strip()
             if word == NOT_RUN:
@@ -433,7 +457,10 @@ def boot(specs, prelude=(), append="", show=True, **vm):
         b = Boot(full, members)
         out.boots.append(b)
         if len(groups) > 1:
-            say(f"boot {i + 1} of {len(groups)} ({', '.join(s.name for s in members)}): "
+            names = [s.name for s in members]
+            runs = (", ".join(names) if len(names) <= 6 else
+                    f"{', '.join(names[:3])}, ... {len(names) - 3} more runs")
+            say(f"boot {i + 1} of {len(groups)} ({runs}): "
                 f"kernel command line + {full or '(nothing)'}")
         text = script(members, prelude)
         disk_opts = {"disk_mib": disk[0], "disk_fs": disk[1]} if disk else {}

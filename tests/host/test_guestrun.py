@@ -221,3 +221,93 @@ def test_kml_modes_runs_as_another_user(guest):
     p = run(["kml-modes", "-u", "nobody", "a", "user", "/bin/sh", "-c", "id -u; echo \"$0\"", "it's"])
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.splitlines()[1:] == ["65534", "it's", "# kml-end a user 0"]
+
+
+# ---- servers and timed runs (kml-modes -s, -t) -----------------------
+
+# A stand-in server: writes its pid, then waits for SIGTERM (FAKE_SERVER
+# =early: exits at once; =stubborn: ignores SIGTERM; =crash: dies of
+# SIGSEGV on SIGTERM).
+SERVER = """#!/bin/sh
+case $FAKE_SERVER in
+early) echo "server exits"; exit 3 ;;
+stubborn) trap '' TERM ;;
+crash) trap 'kill -SEGV $$' TERM ;;
+*) trap 'echo "server stops"; exit 0' TERM ;;
+esac
+echo "server up"
+while :; do sleep 0.05; done
+"""
+# kml-apptool now, as the guest has it: nanoseconds
+CLOCK = f"""#!{sys.executable}
+import sys, time
+assert sys.argv[1:] == ["now"], sys.argv
+print(time.monotonic_ns())
+"""
+
+
+@pytest.fixture
+def server(guest, tmp_path):
+    run, prog = guest
+    s = prog.parent / "server"
+    s.write_text(SERVER)
+    s.chmod(0o755)
+    (prog.parent / "kml-apptool").write_text(CLOCK)
+    (prog.parent / "kml-apptool").chmod(0o755)
+    return run, s
+
+
+def test_kml_modes_runs_a_server_with_its_client(server, tmp_path):
+    run, s = server
+    client = 'sleep 0.3; echo "client of $KML_SERVER_PID"; exit 5'
+    p = run(["kml-modes", "-s", client, "-t", "a", "user", str(s)])
+    assert p.returncode == 5, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"# kml-begin a user {s}"
+    pid = next(x for x in lines if x.startswith("client of ")).split()[-1]
+    assert f"kml-modes: a: server pid {pid}, KernelMode: (none)" in lines
+    assert "server up" in lines and "server stops" in lines
+    assert lines[-1] == "# kml-end a user 5"
+    runs = guestrun.parse(p.stdout)
+    assert runs["a"].exit == 5 and runs["a"].elapsed_ns >= 300_000_000
+    assert not any(x.startswith("# kml-time") for x in runs["a"].output)
+
+
+@pytest.mark.parametrize("how, why", [
+    ("early", "the server ended (status 3) before its client"),
+    ("stubborn", "the server did not stop within 10 s of SIGTERM"),
+    ("crash", "the server died of signal 11"),
+])
+def test_kml_modes_fails_a_server_that_does_not_serve(server, how, why):
+    run, s = server
+    p = run(["kml-modes", "-s", "sleep 0.3", "a", "user", str(s)], FAKE_SERVER=how)
+    assert p.returncode == 124, p.stdout + p.stderr
+    assert f"kml-modes: a: {why}" in p.stdout
+    assert p.stdout.endswith("# kml-end a user 124\n")
+
+
+def test_kml_modes_checks_the_server_mode(server, tmp_path):
+    """Here no process has KernelMode 1: a kernel-mode server is refused."""
+    run, s = server
+    p = run(["kml-modes", "-s", "sleep 0.2", "a", "kernel", str(s)])
+    assert p.returncode == 124
+    assert "kml-modes: a: the server runs in the wrong mode (KernelMode: none)" in p.stdout
+    assert list((tmp_path / "trusted").iterdir()) == []     # its copy is gone
+    p = run(["kml-modes", "-s", "true", "-u", "nobody", "a", "user", str(s)])
+    assert p.returncode == 2 and "-s and -u" in p.stderr
+
+
+def test_spec_server_and_timed_argv():
+    s = Spec("r", Mode.KERNEL, "/usr/bin/redis-server", ("--port", "1"), quiet=True,
+             client="redis-benchmark -q", timed=True)
+    assert s.argv("/t") == ["kml-modes", "-q", "-t", "-s", "redis-benchmark -q", "r",
+                            "kernel", "/usr/bin/redis-server", "--port", "1"]
+    assert "'-s' 'redis-benchmark -q'" in guestrun.script([s])
+
+
+def test_stream_hides_the_time_marker():
+    out = io.BytesIO()
+    guestrun.Stream(out=out)(b"# kml-begin a user /p\nx\n# kml-time a 42\n# kml-end a user 0\n")
+    assert out.getvalue() == b"== a (user mode): /p\nx\n"
+    assert guestrun.parse("# kml-begin a user /p\n# kml-time a bad\n# kml-end a user 0\n")[
+        "a"].elapsed_ns is None
