@@ -10,7 +10,7 @@ from pathlib import Path
 from kmlverify.cli import main as verify_main
 
 from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
-from . import setup, soak
+from . import apps, setup, soak
 from .guestrun import Mode, Spec, Status
 from . import insn, pathlen
 from .paths import KmlError
@@ -124,6 +124,17 @@ def build_parser():
         p.add_argument("--no-pathlen", action="store_true",
                        help="skip the path length of getppid that leads the output "
                             "(./kml pathlen --quick: two more boots, 1 vCPU)")
+        if name != "bench":
+            continue
+        p.add_argument("--apps", action="store_true",
+                       help="instead: Debian's redis-server, nginx, iperf3 and find as "
+                            "ordinary processes and in kernel mode, clients ordinary, "
+                            "one boot per configuration (--quick: 1 round, short runs)")
+        p.add_argument("--rounds", type=positive_int, metavar="N",
+                       help=f"with --apps: rounds per configuration (default {apps.ROUNDS})")
+        p.add_argument("--config", action="append", choices=apps.CONFIG_NAMES,
+                       help="with --apps: the configuration(s) to boot (default: "
+                            f"{' '.join(apps.CONFIG_NAMES)})")
 
     text = ("UnixBench-style system tests and the kernel-stack memory of idle threads "
             f"(kml-ubench) in a boot without and one with {kstackbench.PARAM}")
@@ -304,6 +315,9 @@ def cmd_bench(a, demo=False):
     """kml-bench in three modes and kml-iobench in two, on tmpfs and ext4,
     in one boot (see bench.py): specs, boot, combine, render, save.  Led by
     getppid's path length unless --no-pathlen."""
+    wrong = [o for o in ("rounds", "config") if getattr(a, o, None)]
+    if wrong:
+        raise KmlError(", ".join("--" + o for o in wrong) + ": options of --apps")
     if not a.no_pathlen:
         try:
             pathlen.check_append(a.append)
@@ -345,6 +359,39 @@ def cmd_bench(a, demo=False):
             say(f"bench: file I/O run {p['name']} {p['status']}: {p['reason']}")
     say(f"results: {stem}.json and {stem}.md")
     return bench.exit_status(data)
+
+
+def cmd_bench_apps(a):
+    """Debian's applications in both modes (see apps.py): specs, one boot
+    per configuration, combine, render, save."""
+    wrong = [o for o, v in (("--only", a.only), ("--no-io", a.no_io),
+                            ("--no-pathlen", a.no_pathlen)) if v]
+    if wrong:
+        raise KmlError(f"{', '.join(wrong)}: options of the latency benchmark; "
+                       "--apps runs only the applications")
+    build_all()
+    expect = apps.write_manifest()
+    if not expect:
+        raise KmlError(f"the kernel source has no file named {apps.FIND_NAME} for find")
+    configs = [c for c in apps.CONFIGS if c.name in (a.config or apps.CONFIG_NAMES)]
+    rounds = a.rounds or (1 if a.quick else apps.ROUNDS)
+    sizes = apps.QUICK if a.quick else apps.FULL
+    specs = apps.specs(configs, rounds, sizes, expect)
+    adds = apps.adds()
+    say(f"applications: {', '.join(apps.APP_NAMES)}; {rounds} round(s) in each of "
+        f"{len(configs)} boot(s) ({', '.join(c.name for c in configs)})")
+    vm = vm_options(a)
+    vm["accel"] = vm["accel"] or qemu.choose_accel()
+    out = guestrun.boot(specs, apps.PRELUDE, adds=adds, **vm)
+    data = apps.combine(configs, rounds, sizes, expect, out.runs, vm["accel"])
+    table = report.apps_markdown(data)
+    print("\n" + table, end="", flush=True)
+    stem = report.save(data, table, prefix="apps-")
+    say(f"results: {stem}.json and {stem}.md")
+    if out.failed:
+        say(f"bench --apps FAILED: {out.failed.failure}")
+        return out.failed.code
+    return apps.exit_status(data)
 
 
 def cmd_kstack_bench(a):
@@ -424,6 +471,8 @@ def main(argv):
             return cmd_run(a)
         if a.cmd == "test":
             return cmd_test(a)
+        if a.cmd == "bench" and a.apps:
+            return cmd_bench_apps(a)
         if a.cmd in ("bench", "demo"):
             return cmd_bench(a, demo=a.cmd == "demo")
         if a.cmd == "kstack-bench":

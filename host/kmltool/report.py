@@ -344,3 +344,72 @@ def pathlen_details(d):
                              f"longest parts from the shortest at instruction {x['step']} "
                              f"({x['b']} instead of {x['a']})")
     return out + [""] + notes_lines(notes)
+
+
+# ---- ./kml bench --apps ----------------------------------------------
+
+def _app_cell(m):
+    """A median, or why there is none."""
+    if m.get("status") == Status.OK and m.get("median") is not None:
+        return fmt_num(m["median"])
+    return {Status.FAILED: "FAILED", Status.UNAVAILABLE: "unavailable"}.get(
+        m.get("status"), "–")
+
+
+def apps_markdown(d):
+    """./kml bench --apps: one table of every configuration, the runs'
+    problems, the seed's find and iperf layouts."""
+    emul = f" — {EMULATED_NOTE}" if d.get("emulated") else ""
+    out = [f"# Applications: ordinary process vs kernel mode{emul}", ""]
+    out.append(f"- accel: {d.get('accel')}"
+               + (" (QEMU TCG software emulation)" if d.get("emulated") else ""))
+    for c in d["configs"]:
+        s = c.get("system") or {}
+        out.append(f"- {c['name']}: kernel {s.get('kernel')}, {s.get('ncpus')} CPUs "
+                   f"({s.get('cpu')}), command line `{s.get('cmdline')}`")
+    out.append(f"- method: one boot per configuration; {d['rounds']} round(s), in each "
+               f"{d['pairs'] // d['rounds']} pair(s) of runs per application (both modes "
+               "one after the other, which first alternating); the server in the mode "
+               "named (checked: KernelMode in /proc/PID/status), its client an ordinary "
+               f"process; medians of the {d['pairs']} runs per mode")
+    out.append("")
+    out += ["| Application | Measure | Configuration | ordinary | kernel mode | "
+            "speed-up | pairs: median (range) |", "|---|---|---|---:|---:|---:|---|"]
+    problems = []
+    for c in d["configs"]:
+        for r in c["apps"]:
+            ok = [x for x in r["pair_speedups"] if x]
+            spread = (f"{r['pair_median']:.2f} ({min(ok):.2f}–{max(ok):.2f})"
+                      if ok else "–")
+            out.append(f"| {r['name']} | {r['metric']} ({r['unit']}) | {c['name']} | "
+                       f"{_app_cell(r['user'])} | {_app_cell(r['kernel'])} |"
+                       f"{_speedup(r['speedup'])} {spread} |")
+            for m in ("user", "kernel"):
+                if r[m]["status"] != Status.OK:
+                    problems.append(f"- {c['name']} {r['name']} {m}: **{r[m]['status']}**: "
+                                    f"{r[m]['reason']}")
+    out += ["", "Speed-up: kernel mode / ordinary for throughput, ordinary / kernel mode "
+            "for time, of the medians (above 1: kernel mode is faster); pairs: the same "
+            "for each pair of runs, their median and range.", ""]
+    if problems:
+        out += ["Runs without a result:", ""] + problems + [""]
+    for app, title, unit, div in (("find", "Table 6.2: find application benchmark", "ms", 1),
+                                  ("iperf3", "Table 6.3: iperf application benchmark",
+                                   "Gbits/s", 1000)):
+        rows = [(c["name"], r) for c in d["configs"] for r in c["apps"]
+                if r["name"] == app and r["user"]["median"] and r["kernel"]["median"]]
+        if not rows:
+            continue
+        out += [f"## Seed 001 layout, {title}{emul}", ""]
+        native = "Time" if unit == "ms" else "Native"
+        out += [f"| Benchmark | {native} ({unit}) | Modified ({unit}) | Difference ({unit}) "
+                "| % Benefit |", "|---|---:|---:|---:|---:|"]
+        for name, r in rows:
+            u, k = r["user"]["median"] / div, r["kernel"]["median"] / div
+            diff = u - k if unit == "ms" else k - u
+            label = "find" if app == "find" else "TCP Throughput"
+            out.append(f"| {label}, {name} | {fmt_num(u)} | {fmt_num(k)} | {diff:.3g} | "
+                       f"{diff / u * 100:+.1f} |")
+        out += ["", "Native: an ordinary process; Modified: kernel mode; % Benefit: the "
+                "difference in % of Native, as the seed computes it.", ""]
+    return "\n".join(out).rstrip() + "\n"

@@ -2,7 +2,9 @@
 import os
 import shutil
 import subprocess
+import tempfile
 
+from . import paths
 from .paths import KmlError
 from .util import say
 
@@ -32,6 +34,21 @@ PACKAGES = {
     "e2fsprogs": "mkfs.ext4: the ext4 disk image of ./kml bench's file I/O part",
     "stress-ng": "./kml soak: stressors run in kernel mode",
     "trinity": "./kml soak: the system-call fuzzer run in kernel mode",
+    "redis-tools": "./kml bench --apps: redis-server (as redis-check-rdb) and redis-benchmark",
+    "wrk": "./kml bench --apps: the HTTP load generator",
+    "iperf3": "./kml bench --apps: TCP throughput over loopback (its service stays off)",
+    "libpcre2-8-0": "the guest's nginx (unpacked, not installed: see UNPACKED)",
+    "libcrypt1": "the guest's nginx",
+    "libssl3": "the guest's nginx",
+    "zlib1g": "the guest's nginx",
+}
+
+# Packages whose programs only the guest runs and whose installation would
+# start a service on the host (nginx: its nginx-common): downloaded and
+# unpacked under build/debs/NAME (dpkg-deb -x, no maintainer scripts).
+# Their libraries come from PACKAGES.
+UNPACKED = {
+    "nginx": "./kml bench --apps: the HTTP server",
 }
 
 
@@ -49,6 +66,8 @@ def setup(quiet=False):
         raise KmlError("this is not a Debian system: install by hand: " + " ".join(PACKAGES))
     missing = missing_packages()
     if not missing:
+        for pkg in UNPACKED:
+            unpacked(pkg)
         if not quiet:
             say("all required packages are installed")
         return []
@@ -67,4 +86,35 @@ def setup(quiet=False):
     if still:
         raise KmlError("still missing after apt-get: " + " ".join(still))
     say("installed: " + " ".join(missing))
+    for pkg in UNPACKED:
+        unpacked(pkg)
     return missing
+
+
+def unpacked(pkg):
+    """The directory package pkg (of UNPACKED) is unpacked in, downloading
+    and unpacking it first if needed."""
+    root = paths.BUILD / "debs" / pkg
+    if (root / ".unpacked").exists():
+        return root
+    say(f"downloading {pkg} ({UNPACKED[pkg]}; unpacked in {root}, not installed)")
+    paths.BUILD.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=paths.BUILD) as tmp:
+        cmd = ["apt-get", "download", pkg]
+        # (as root, apt's _apt user cannot write to a private directory)
+        os.chmod(tmp, 0o755)
+        if subprocess.run(cmd, cwd=tmp).returncode != 0:
+            say("apt-get download failed; updating the package lists and retrying")
+            sudo = [] if os.geteuid() == 0 else ["sudo"]
+            subprocess.run(sudo + ["apt-get", "update"])
+            if subprocess.run(cmd, cwd=tmp).returncode != 0:
+                raise KmlError(f"apt-get download {pkg} failed")
+        debs = [f for f in os.listdir(tmp) if f.endswith(".deb")]
+        if len(debs) != 1:
+            raise KmlError(f"apt-get download {pkg}: expected one .deb, got {debs}")
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        if subprocess.run(["dpkg-deb", "-x", os.path.join(tmp, debs[0]), str(root)]).returncode:
+            raise KmlError(f"dpkg-deb -x {debs[0]} failed")
+        (root / ".unpacked").write_text(debs[0] + "\n")
+    return root

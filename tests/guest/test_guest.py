@@ -238,6 +238,36 @@ def test_bench_three_modes_in_one_boot():
         assert r["ratio"] > 0
 
 
+def test_bench_apps_in_both_modes():
+    """Debian's redis-server, nginx, iperf3 and find as ordinary processes
+    and in kernel mode (bench --apps --quick: one pair each, pti=off)."""
+    before = set(paths.BENCH_OUT.glob("apps-*.json"))
+    p = kml("bench", "--apps", "--quick", "--config", "pti-off", timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    new = sorted(set(paths.BENCH_OUT.glob("apps-*.json")) - before)
+    assert new, p.stderr
+    data = json.loads(new[-1].read_text())
+    assert data["schema"] == "kml-apps/1" and data["pairs"] == 1
+    (cfg,) = data["configs"]
+    assert "pti=off" in cfg["system"]["cmdline"]
+    rows = {r["name"]: r for r in cfg["apps"]}
+    assert list(rows) == ["redis", "nginx", "iperf3", "find"]
+    for name, r in rows.items():
+        for mode in ("user", "kernel"):
+            assert r[mode]["status"] == "ok" and r[mode]["median"] > 0, (name, r[mode])
+        assert r["speedup"] > 0
+    for server, prog in (("redis", "redis-server"), ("nginx", "nginx"), ("iperf3", "iperf3")):
+        assert f"== pti-off.{server}.kernel.1-1 (kernel mode): /trusted/{prog}" in p.stdout
+        assert re.search(rf"kml-modes: pti-off\.{server}\.kernel\.1-1: server pid \d+, "
+                         r"KernelMode: 1\n", p.stdout)
+        assert re.search(rf"kml-modes: pti-off\.{server}\.user\.1-1: server pid \d+, "
+                         r"KernelMode: 0\n", p.stdout)
+    assert "== pti-off.find.kernel.1-1 (kernel mode): /trusted/find /tmp/linux" in p.stdout
+    assert "/tmp/linux/kernel/fork.c" in p.stdout
+    assert "Table 6.2: find application benchmark" in p.stdout
+    assert "# kml-time" not in p.stdout
+
+
 def test_iobench_user_and_kernel_mode_on_tmpfs_and_ext4():
     """kml-iobench as an ordinary process and from /trusted, on tmpfs and on
     an ext4 image (./kml run --disk-fs ext4): the JSON and the data checks,

@@ -42,12 +42,26 @@ def test_run_command_may_start_with_dashes():
     ["bench", "--accel", "hvf"],
     ["run", "--disk", "8", "--disk-fs", "xfs", "--", "true"],
     ["test", "--config", "smp3"],
+    ["bench", "--apps", "--config", "pti-maybe"],
+    ["bench", "--apps", "--rounds", "0"],
+    ["demo", "--apps"],
     ["frobnicate"],
 ])
 def test_bad_arguments_are_usage_errors(argv):
     p = kml(*argv)
     assert p.returncode == 2
     assert "error:" in p.stderr
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["bench", "--apps", "--only", "getppid"], "--only: options of the latency benchmark"),
+    (["bench", "--apps", "--no-io", "--no-pathlen"], "--no-io, --no-pathlen: options of"),
+    (["bench", "--rounds", "2"], "--rounds: options of --apps"),
+    (["bench", "--config", "pti-on", "--no-pathlen"], "--config: options of --apps"),
+])
+def test_bench_apps_options_are_checked_before_anything_runs(argv, why):
+    p = kml(*argv)
+    assert p.returncode == 1 and why in p.stderr, p.stderr
 
 
 def test_run_without_command_is_an_error():
