@@ -404,6 +404,29 @@ def test_dynamic_kstacks_without_kernel_mode_processes():
     assert faults > 0
 
 
+@pytest.mark.parametrize("bug", ["retbleed=force", None])
+def test_dynamic_kstacks_refused_where_entry_barriers_come_first(bug):
+    """On a CPU affected by Retbleed (forced here), the IST stubs' RETs
+    would run before the entry's return-predictor barrier: the option is
+    ignored with a warning and a stack use maps nothing.  The same boot
+    without the forced bug is the control."""
+    res = qemu.boot(["sh", "-c", f"echo 12 > {DKS_CONSUME}; dmesg; "
+                     "grep nr_dynamic_stack_faults /proc/vmstat"], smp=2, mem=GUEST_MEM,
+                    append=" ".join(x for x in ("pti=on dynamic_kstacks=on", bug) if x),
+                    timeout=120, stream=False)
+    assert res.verdict() is None, res.verdict()
+    out = res.output.decode()
+    faults = int(out.split()[-1])
+    refused = ("dynamic_kstacks=on ignored: the CPU is affected by Retbleed, whose entry "
+               "barriers must come before the first RET")
+    if bug:
+        assert refused in out and "dynamic_kstacks: on:" not in out
+        assert faults == 0
+    else:
+        assert refused not in out and "dynamic_kstacks: on:" in out
+        assert faults > 0
+
+
 def test_soak_short_is_clean():
     """./kml soak --short: Debian's stress-ng and trinity in kernel mode, in
     two boots (part of the suite so that CI runs it)."""
