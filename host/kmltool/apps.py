@@ -189,7 +189,7 @@ def apps(sizes, expect_find=()):
     )
 
 
-APP_NAMES = ("redis", "nginx", "iperf3", "find")
+APP_NAMES = tuple(a.name for a in apps(QUICK))
 
 
 # ---- the guest image's extra files ---------------------------------------

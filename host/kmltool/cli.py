@@ -282,6 +282,15 @@ TCG_NOTE = (
     "CPU executes (docs/pathlen.md relates them to hardware costs).")
 
 
+def show_and_save(data, table, prefix="", what="results"):
+    """Print a command's Markdown, save it with its JSON (report.save) and
+    say where; the path stem."""
+    print("\n" + table, end="", flush=True)
+    stem = report.save(data, table, prefix=prefix)
+    say(f"{what}: {stem}.json and {stem}.md")
+    return stem
+
+
 def run_pathlen(a, only, samples, smp):
     """kml-pathlen's specs booted with the gdb hook (see pathlen.py):
     boots, combine, render, save.  0 or an exit code."""
@@ -294,9 +303,7 @@ def run_pathlen(a, only, samples, smp):
         return out.failed.code
     data = pathlen.combine(specs, out.runs, tracer, kernel)
     table = report.pathlen_markdown(data)
-    print("\n" + table, end="", flush=True)
-    stem = report.save(data, table, prefix="pathlen-")
-    say(f"path length results: {stem}.json and {stem}.md")
+    show_and_save(data, table, "pathlen-", "path length results")
     return pathlen.exit_status(data)
 
 
@@ -349,15 +356,13 @@ def cmd_bench(a, demo=False):
         return out.failed.code
     data = bench.combine(out.runs, io_fs=None if io_options is None else bench.IO_FS)
     table = report.bench_markdown(data)
-    print("\n" + table, end="", flush=True)
-    stem = report.save(data, table)
+    show_and_save(data, table)
     for m in data["modes"]:
         if m["status"] != Status.OK:
             say(f"bench: mode {m['name']} {m['status']}: {m['reason']}")
     for p in (data["io"] or {}).get("modes", []):
         if p["status"] != Status.OK:
             say(f"bench: file I/O run {p['name']} {p['status']}: {p['reason']}")
-    say(f"results: {stem}.json and {stem}.md")
     return bench.exit_status(data)
 
 
@@ -385,9 +390,7 @@ def cmd_bench_apps(a):
     out = guestrun.boot(specs, apps.PRELUDE, adds=adds, **vm)
     data = apps.combine(configs, rounds, sizes, expect, out.runs, vm["accel"])
     table = report.apps_markdown(data)
-    print("\n" + table, end="", flush=True)
-    stem = report.save(data, table, prefix="apps-")
-    say(f"results: {stem}.json and {stem}.md")
+    show_and_save(data, table, "apps-")
     if out.failed:
         say(f"bench --apps FAILED: {out.failed.failure}")
         return out.failed.code
@@ -406,9 +409,7 @@ def cmd_kstack_bench(a):
     docs = kstackbench.boot_docs(out.runs)
     data = kstackbench.combine(docs, {s.name: b.append for b in out.boots for s in b.specs})
     table = report.kstack_markdown(data)
-    print("\n" + table, end="", flush=True)
-    stem = report.save(data, table, prefix="kstack-")
-    say(f"results: {stem}.json and {stem}.md")
+    show_and_save(data, table, "kstack-")
     return 0
 
 
@@ -425,9 +426,7 @@ def cmd_soak(a):
     out = guestrun.boot(specs, soak.PRELUDE, adds=soak.adds(), **vm)
     data = soak.combine(p, members, out)
     table = soak.markdown(data)
-    print("\n" + table, end="", flush=True)
-    stem = report.save(data, table, prefix="soak-")
-    say(f"results: {stem}.json and {stem}.md")
+    show_and_save(data, table, "soak-")
     if out.failed:
         say(f"soak FAILED: {out.failed.failure}")
         return out.failed.code

@@ -233,6 +233,7 @@ case $FAKE_SERVER in
 early) echo "server exits"; exit 3 ;;
 stubborn) trap '' TERM ;;
 crash) trap 'kill -SEGV $$' TERM ;;
+slow) trap 'sleep 1; echo "server stops"; exit 0' TERM ;;
 *) trap 'echo "server stops"; exit 0' TERM ;;
 esac
 echo "server up"
@@ -271,6 +272,10 @@ def test_kml_modes_runs_a_server_with_its_client(server, tmp_path):
     runs = guestrun.parse(p.stdout)
     assert runs["a"].exit == 5 and runs["a"].elapsed_ns >= 300_000_000
     assert not any(x.startswith("# kml-time") for x in runs["a"].output)
+    # the time is the client's, not the server's shutdown
+    p = run(["kml-modes", "-t", "-s", "sleep 0.2", "a", "user", str(s)], FAKE_SERVER="slow")
+    assert p.returncode == 0 and "server stops" in p.stdout, p.stdout
+    assert 200_000_000 <= guestrun.parse(p.stdout)["a"].elapsed_ns < 900_000_000
 
 
 @pytest.mark.parametrize("how, why", [
