@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,6 +88,8 @@ TEST(counters_and_status_present)
 	ASSERT_LE(0, vmstat("nr_dynamic_stack_pages"));
 	ASSERT_LE(0, vmstat("nr_dynamic_stack_refills"));
 	ASSERT_LE(0, vmstat("nr_dynamic_stack_kills"));
+	ASSERT_LE(0, vmstat("nr_dynamic_stack_entry_faults"));
+	ASSERT_LE(0, vmstat("nr_dynamic_stack_reserve_used"));
 	ASSERT_LT(0, stack_kb());
 	ASSERT_EQ(0, access(CONSUME, W_OK));
 	if (!dynamic_on()) {
@@ -147,46 +150,274 @@ static int grow_child(void)
 	return prev == STACK_KB ? 0 : 5;
 }
 
-TEST(grows_from_one_page_to_full)
+/*
+ * Run fn(arg) in a child that has a new kernel stack; its wait status,
+ * or -1.  Exited tasks leave up to two stacks per CPU in a cache, with
+ * the pages they grew.  Fork on one CPU only, and let tasks that stay
+ * alive take that CPU's cached stacks first: the child then gets a new
+ * stack.
+ */
+static int in_fresh_child(int (*fn)(void *), void *arg)
 {
-	long faults = vmstat("nr_dynamic_stack_faults");
 	pid_t pid, holders[4];
-	cpu_set_t cpu0;
-	int status, i;
+	cpu_set_t cpu0, old;
+	int status = -1, i, n;
 
-	/*
-	 * Exited tasks leave up to two stacks per CPU in a cache, with the
-	 * pages they grew.  Fork on one CPU only, and let tasks that stay
-	 * alive take that CPU's cached stacks first: the child then gets a
-	 * new stack.
-	 */
+	if (sched_getaffinity(0, sizeof(old), &old))
+		return -1;
 	CPU_ZERO(&cpu0);
 	CPU_SET(0, &cpu0);
-	ASSERT_EQ(0, sched_setaffinity(0, sizeof(cpu0), &cpu0));
-	for (i = 0; i < 4; i++) {
-		holders[i] = fork();
-		ASSERT_LE(0, holders[i]);
-		if (!holders[i]) {
+	if (sched_setaffinity(0, sizeof(cpu0), &cpu0))
+		return -1;
+	for (n = 0; n < 4; n++) {
+		holders[n] = fork();
+		if (holders[n] < 0)
+			break;
+		if (!holders[n]) {
 			pause();
 			_exit(0);
 		}
 	}
-	pid = fork();
-	ASSERT_LE(0, pid);
+	pid = n == 4 ? fork() : -1;
 	if (!pid)
-		_exit(grow_child());
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	for (i = 0; i < 4; i++) {
+		_exit(fn(arg));
+	if (pid > 0 && waitpid(pid, &status, 0) != pid)
+		status = -1;
+	for (i = 0; i < n; i++) {
 		kill(holders[i], SIGKILL);
 		waitpid(holders[i], NULL, 0);
 	}
-	ASSERT_TRUE(WIFEXITED(status));
+	sched_setaffinity(0, sizeof(old), &old);
+	return status;
+}
+
+static int grow_child_fn(void *arg)
+{
+	return grow_child();
+}
+
+TEST(grows_from_one_page_to_full)
+{
+	long faults = vmstat("nr_dynamic_stack_faults");
+	int status = in_fresh_child(grow_child_fn, NULL);
+
+	ASSERT_TRUE(status >= 0 && WIFEXITED(status));
 	ASSERT_EQ(0, WEXITSTATUS(status));
 	if (dynamic_on()) {
 		EXPECT_LT(faults, vmstat("nr_dynamic_stack_faults"));
 	} else {
 		EXPECT_EQ(0, vmstat("nr_dynamic_stack_faults"));
 	}
+}
+
+#define EDGE_READ "/sys/kernel/debug/dynamic_kstacks/edge_read"
+#define EDGE_VALUE 0x6b6d6c2d63723221ULL
+
+/* The driver's edge_read; 0 or -errno */
+static int edge_read(const void *addr, unsigned long long value, int above)
+{
+	char text[64];
+	int fd = open(EDGE_READ, O_WRONLY), n, ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	n = snprintf(text, sizeof(text), "%lx %llx %d",
+		     (unsigned long)addr, value, above);
+	if (write(fd, text, n) != n)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * In a fresh child: a page of a file that this process has not touched
+ * yet, read by the kernel with the stack pointer "above" bytes above
+ * the unmapped part of the stack.  Exit status: 0, or what went wrong.
+ */
+static int edge_read_child(void *arg)
+{
+	unsigned long long value = EDGE_VALUE;
+	int above = *(int *)arg, fd, err;
+	long kb = stack_kb();
+	void *page;
+
+	/* A cached stack that grew before may leave no unmapped page */
+	if (kb >= STACK_KB)
+		return 5;
+	fd = memfd_create("kml-edge", 0);
+	if (fd < 0 || pwrite(fd, &value, sizeof(value), 0) != sizeof(value))
+		return 2;
+	page = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+	if (page == MAP_FAILED)
+		return 3;
+	err = edge_read(page, value, above);
+	if (err) {
+		printf("# %d bytes above the edge: %s\n", above, strerror(-err));
+		return 4;
+	}
+	return 0;
+}
+
+/*
+ * A page fault taken just above the unmapped part of a dynamic stack:
+ * its frame and the page fault handler's entry code land at the edge.
+ * If the entry code took a stack fault before the handler read CR2,
+ * the handler would see the stack address instead of the file page's,
+ * and the read would fail with EFAULT (issue 15's CR2 finding).  The
+ * fault entry maps room for the entry code first, so no stack fault
+ * ever hits entry code (nr_dynamic_stack_entry_faults).
+ */
+TEST(page_fault_at_the_stack_edge_sees_its_own_address)
+{
+	static int above[] = { 64, 96, 128, 160, 192, 224, 256, 288, 320, 384 };
+	long entry_faults = vmstat("nr_dynamic_stack_entry_faults");
+	unsigned int i;
+
+	ASSERT_LE(0, entry_faults);
+	if (!dynamic_on()) {
+		EXPECT_EQ(-EOPNOTSUPP, edge_read(&above, 0, 64));
+		return;
+	}
+	EXPECT_EQ(-EINVAL, edge_read(&above, 0, 8));
+	for (i = 0; i < sizeof(above) / sizeof(above[0]); i++) {
+		int status, tries = 0;
+
+		do
+			status = in_fresh_child(edge_read_child, &above[i]);
+		while (status >= 0 && WIFEXITED(status) &&
+		       WEXITSTATUS(status) == 5 && ++tries < 8);
+		ASSERT_TRUE(status >= 0 && WIFEXITED(status));
+		EXPECT_EQ(0, WEXITSTATUS(status)) {
+			TH_LOG("%d bytes above the edge", above[i]);
+		}
+	}
+	EXPECT_EQ(entry_faults, vmstat("nr_dynamic_stack_entry_faults"));
+}
+
+#define STARVE "/sys/kernel/debug/dynamic_kstacks/starve"
+
+/* Write text to path in one write(); 0 or -errno */
+static int write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY), n = strlen(text), ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != n)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* The driver's starve: "MODE KIB"; 0 or -errno */
+static int starve(const char *request)
+{
+	return write_text(STARVE, request);
+}
+
+static int starve_atomic_child(void *arg)
+{
+	int err = starve("atomic 12");
+
+	if (err == -EAGAIN)		/* a cached stack that grew before */
+		return 5;
+	if (err)
+		printf("# atomic 12: %s\n", strerror(-err));
+	return !!err;
+}
+
+/*
+ * With every pool looking empty to one stack, code that must not be
+ * killed grows it from the per-CPU reserve: a task with preemption
+ * disabled (as under a spinlock) and a kernel thread.  The user task in
+ * process context that is killed instead boots its own VM
+ * (tests/guest/test_guest.py), since it leaves a report on the console.
+ */
+TEST(contexts_that_must_not_die_grow_from_the_reserve)
+{
+	long used = vmstat("nr_dynamic_stack_reserve_used");
+	int status, err = -EAGAIN, tries;
+
+	ASSERT_LE(0, used);
+	if (!dynamic_on()) {
+		EXPECT_EQ(-EOPNOTSUPP, starve("atomic 4"));
+		return;
+	}
+	EXPECT_EQ(-EINVAL, starve("sideways 4"));
+	EXPECT_EQ(-EINVAL, starve("atomic 0"));
+	EXPECT_EQ(-EINVAL, starve("atomic 13"));
+	EXPECT_EQ(-EINVAL, starve("atomic"));
+	for (tries = 0; tries < 8; tries++) {
+		status = in_fresh_child(starve_atomic_child, NULL);
+		if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 5)
+			break;
+	}
+	ASSERT_TRUE(status >= 0 && WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_LT(used, vmstat("nr_dynamic_stack_reserve_used"));
+	used = vmstat("nr_dynamic_stack_reserve_used");
+	/* Time for a tick to refill the reserve the child used */
+	usleep(100 * 1000);
+	/* A new kernel thread may get a cached stack that grew before */
+	for (tries = 0; tries < 8 && err == -EAGAIN; tries++)
+		err = starve("kthread 12");
+	EXPECT_EQ(0, err);
+	EXPECT_LT(used, vmstat("nr_dynamic_stack_reserve_used"));
+}
+
+#define POOLS "/sys/kernel/debug/dynamic_kstacks/pools"
+#define CPU1_ONLINE "/sys/devices/system/cpu/cpu1/online"
+
+/* Pages in CPU 1's pool and reserve, from the driver's pools file */
+static int cpu1_pool(int *pool, int *reserve)
+{
+	char buf[1024], *p;
+
+	if (kml_read_file(POOLS, buf, sizeof(buf)) < 0)
+		return -1;
+	p = strstr(buf, "cpu1 ");
+	if (!p || sscanf(p, "cpu1 %*s pool %d reserve %d", pool, reserve) != 2)
+		return -1;
+	return 0;
+}
+
+/*
+ * An offline CPU keeps no pool pages: they are freed once the CPU is
+ * dead, and the pool and reserve are filled again before it comes back.
+ */
+TEST(offline_cpu_gives_its_pool_back)
+{
+	int before[2] = { -1, -1 }, off[2] = { -1, -1 }, on[2] = { -1, -1 };
+	int err_off, err_on, tries;
+
+	if (!dynamic_on()) {
+		/* No pools to show */
+		EXPECT_NE(0, cpu1_pool(&before[0], &before[1]));
+		return;
+	}
+	if (access(CPU1_ONLINE, W_OK))
+		SKIP(return, "no second CPU that can go offline");
+	ASSERT_EQ(0, cpu1_pool(&before[0], &before[1]));
+	err_off = write_text(CPU1_ONLINE, "0");
+	cpu1_pool(&off[0], &off[1]);
+	err_on = write_text(CPU1_ONLINE, "1");
+	/* The CPU may grow a stack at once: the reserve refills from its tick */
+	for (tries = 0; tries < 20; tries++) {
+		cpu1_pool(&on[0], &on[1]);
+		if (on[1] == before[1])
+			break;
+		usleep(10 * 1000);
+	}
+	printf("# cpu1 pool/reserve: %d/%d online, %d/%d offline, %d/%d back online\n",
+	       before[0], before[1], off[0], off[1], on[0], on[1]);
+	ASSERT_EQ(0, err_off);
+	ASSERT_EQ(0, err_on);
+	EXPECT_LT(0, before[0]);
+	EXPECT_LT(0, before[1]);
+	EXPECT_EQ(0, off[0]);
+	EXPECT_EQ(0, off[1]);
+	EXPECT_LT(0, on[0]);
+	EXPECT_EQ(before[1], on[1]);
 }
 
 #define THREADS 64

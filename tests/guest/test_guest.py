@@ -347,11 +347,14 @@ def test_kernel_library_programs_print_their_tables():
 
 
 DKS_CONSUME = "/sys/kernel/debug/dynamic_kstacks/consume"
+DKS_STARVE = "/sys/kernel/debug/dynamic_kstacks/starve"
 
 
 def test_dynamic_kstack_overflow_kills_only_the_task():
     """Growing a dynamic kernel stack past its end kills that task with a
-    report on the console; the machine, and the other tasks, carry on."""
+    report on the console, and so does growing it in process context of a
+    user task when the pools are empty (the driver's "starve"); the
+    machine, and the other tasks, carry on."""
     script = (
         "grep nr_dynamic_stack_kills /proc/vmstat; "
         # a thread of a shell in the background keeps running throughout
@@ -361,6 +364,11 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
         f"sh -c 'echo 20 > {DKS_CONSUME}'; echo rc=$?; "
         "kill -0 $bg && echo background-alive; kill $bg; "
         f"sh -c 'echo 8 > {DKS_CONSUME} && echo still-works'; "
+        # the pools look empty to a user task in process context: killed
+        # (a few tries: a task may get a cached stack that grew before)
+        "for i in 1 2 3 4 5 6; do "
+        f"sh -c 'echo task 12 > {DKS_STARVE}' 2>/dev/null; r=$?; "
+        "[ $r = 137 ] && echo starved-task-killed && break; done; "
         "grep nr_dynamic_stack_kills /proc/vmstat")
     for pti in ("on", "off"):
         res = qemu.boot(["sh", "-c", script], smp=2, mem=GUEST_MEM,
@@ -373,12 +381,17 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
         assert "nr_dynamic_stack_kills" in lines and "grew-to-full" in out, out
         assert "not-reached" not in out and out.count("rc=137") == 2, out
         assert "background-alive" in out and "still-works" in out, out
+        assert "starved-task-killed" in out, out
         kills = [int(lines[i + 1]) for i, w in enumerate(lines) if w == "nr_dynamic_stack_kills"]
-        assert kills[-1] - kills[0] == 2, out
+        assert kills[-1] - kills[0] == 3, out
         reports = re.findall(r"dynamic_kstacks: kernel stack overflow in sh\[\d+\] at "
                              r"consume(\.\w+)*\+0x\w+/0x\w+ \(\d+ bytes below the 16 KiB stack\): "
                              r"killing the task", console)
         assert len(reports) == 2, console[-3000:]
+        starved = re.findall(r"dynamic_kstacks: no free page to grow the kernel stack of "
+                             r"sh\[\d+\] at consume(\.\w+)*\+0x\w+/0x\w+: killing the task",
+                             console)
+        assert len(starved) == 1, console[-3000:]
 
 
 def test_dynamic_kstack_boot_parameter_errors():
@@ -434,3 +447,51 @@ def test_soak_short_is_clean():
     assert p.returncode == 0, (p.stdout[-4000:], p.stderr[-4000:])
     rows = [line for line in p.stdout.splitlines() if line.startswith("| pti-")]
     assert len(rows) == 2 and all(r.endswith("| clean |") for r in rows), rows
+
+
+def _text_ranges(vmlinux):
+    """{symbol: (start, end)} of the text symbols of vmlinux, from nm -S."""
+    out = subprocess.run(["nm", "-S", str(vmlinux)], check=True, capture_output=True,
+                         text=True).stdout
+    syms = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "tT":
+            syms.setdefault(f[3], (int(f[0], 16), int(f[0], 16) + int(f[1], 16)))
+        elif len(f) == 3 and f[1] in "tT":
+            syms.setdefault(f[2], (int(f[0], 16), int(f[0], 16)))
+    return syms
+
+
+def test_stack_fault_entry_calls_only_entry_code():
+    """The IST fault path of dynamic stacks, kml_entry_fixup() and every
+    function it reaches, runs where RCU may not be watching and where a
+    breakpoint (ftrace, kprobes) would reuse its stack: it may only call
+    noinstr or entry text (issue 15: it used to queue irq_work there)."""
+    vmlinux = paths.OBJ / "vmlinux"
+    syms = _text_ranges(vmlinux)
+    allowed = [(syms[f"__{s}_text_start"][0], syms[f"__{s}_text_end"][0])
+               for s in ("noinstr", "entry")]
+
+    def ok(addr):
+        return any(lo <= addr < hi for lo, hi in allowed)
+
+    todo, seen, bad = ["kml_entry_fixup"], set(), []
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        lo, hi = syms[name]
+        assert hi > lo, name
+        dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--start-address={lo}",
+                              f"--stop-address={hi}", str(vmlinux)], check=True,
+                             capture_output=True, text=True).stdout
+        for m in re.finditer(r"\scall\s+([0-9a-f]+) <([\w.]+)(\+0x[0-9a-f]+)?>", dis):
+            target, callee = int(m.group(1), 16), m.group(2)
+            if not ok(target):
+                bad.append(f"{name} calls {callee}")
+            elif callee in syms and not m.group(3):
+                todo.append(callee)
+    assert "dynamic_kstack_populate" in seen, sorted(seen)
+    assert not bad, bad
