@@ -7,7 +7,10 @@
  * because it leaves a report on the console: tests/guest/test_guest.py.
  *
  * Every test also runs when the boot did not ask for dynamic stacks
- * (dynamic_kstacks=on): then each stack must stay fully mapped.
+ * (dynamic_kstacks=on): then each stack must stay fully mapped; and
+ * with dynamic_kstacks=reclaim, where a running task's stack is always
+ * whole, sleepers give back pages they did not use and get them back
+ * before they run.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,6 +39,14 @@ static int dynamic_on(void)
 
 	return !kml_cmdline_param("dynamic_kstacks", v, sizeof(v)) &&
 	       (!strcmp(v, "on") || !strcmp(v, "1") || !strcmp(v, "y"));
+}
+
+static int reclaim_on(void)
+{
+	char v[16];
+
+	return !kml_cmdline_param("dynamic_kstacks", v, sizeof(v)) &&
+	       !strcmp(v, "reclaim");
 }
 
 /* KernelStack: of /proc/self/task/TID/status, in kB; -1 if absent */
@@ -90,13 +103,19 @@ TEST(counters_and_status_present)
 	ASSERT_LE(0, vmstat("nr_dynamic_stack_kills"));
 	ASSERT_LE(0, vmstat("nr_dynamic_stack_entry_faults"));
 	ASSERT_LE(0, vmstat("nr_dynamic_stack_reserve_used"));
+	ASSERT_LE(0, vmstat("nr_dynamic_stack_reclaimed"));
+	ASSERT_LE(0, vmstat("nr_dynamic_stack_wake_refills"));
+	ASSERT_LE(0, vmstat("nr_dynamic_stack_wake_deferred"));
 	ASSERT_LT(0, stack_kb());
 	ASSERT_EQ(0, access(CONSUME, W_OK));
 	if (!dynamic_on()) {
-		/* Stacks are allocated whole: nothing is ever faulted in */
+		/* A running task's stack is whole: nothing is faulted in */
 		EXPECT_EQ(STACK_KB, stack_kb());
 		EXPECT_EQ(0, vmstat("nr_dynamic_stack_faults"));
+	}
+	if (!dynamic_on() && !reclaim_on()) {
 		EXPECT_EQ(0, vmstat("nr_dynamic_stack_pages"));
+		EXPECT_EQ(0, vmstat("nr_dynamic_stack_reclaimed"));
 	}
 }
 
@@ -390,7 +409,7 @@ TEST(offline_cpu_gives_its_pool_back)
 	int before[2] = { -1, -1 }, off[2] = { -1, -1 }, on[2] = { -1, -1 };
 	int err_off, err_on, tries;
 
-	if (!dynamic_on()) {
+	if (!dynamic_on() && !reclaim_on()) {
 		/* No pools to show */
 		EXPECT_NE(0, cpu1_pool(&before[0], &before[1]));
 		return;
@@ -418,6 +437,200 @@ TEST(offline_cpu_gives_its_pool_back)
 	EXPECT_EQ(0, off[1]);
 	EXPECT_LT(0, on[0]);
 	EXPECT_EQ(before[1], on[1]);
+}
+
+#define CHARGED "/sys/kernel/debug/dynamic_kstacks/charged"
+#define CGROUP_NAME "kstack-charge"
+
+/* The driver's charged: pages of this task's stack mapped and charged */
+static int stack_charged(int *mapped, int *charged)
+{
+	char buf[64];
+
+	if (kml_read_file(CHARGED, buf, sizeof(buf)) < 0)
+		return -1;
+	return sscanf(buf, "%d %d", mapped, charged) == 2 ? 0 : -1;
+}
+
+static int charge_child(void *arg)
+{
+	int before[2] = { -1, -1 }, after[2] = { -1, -1 };
+
+	/* 11 KiB: a whole stack also where it cannot grow (reclaim, off) */
+	if (stack_charged(&before[0], &before[1]) || consume(11) ||
+	    stack_charged(&after[0], &after[1]))
+		return 2;
+	printf("# %s: %d/%d pages charged at fork, %d/%d after growing\n",
+	       (const char *)arg, before[1], before[0], after[1], after[0]);
+	if (after[0] < 3)
+		return 3;
+	/* A task of the root cgroup is never charged */
+	if (!strcmp(arg, "root"))
+		return before[1] || after[1] ? 4 : 0;
+	/*
+	 * Every page, including those consume() grew (the read of the
+	 * driver's file itself is shallower, so it adds none)
+	 */
+	return after[1] != after[0] ? 5 : 0;
+}
+
+/*
+ * The pages a stack grows are charged to the task's memory cgroup, as
+ * the whole stack is charged at fork without dynamic stacks: read back
+ * through the driver, in a new child of a fresh cgroup (and, as a
+ * control, of the root cgroup, which is never charged).
+ */
+TEST(grown_pages_are_charged_to_the_memory_cgroup)
+{
+	char root[] = "/tmp/kstack-cg-XXXXXX", path[128], pid[16];
+	int status, mapped, charged, err;
+
+	if (!dynamic_on() && !reclaim_on()) {
+		EXPECT_NE(0, stack_charged(&mapped, &charged));
+		return;
+	}
+	ASSERT_NE(NULL, mkdtemp(root));
+	ASSERT_EQ(0, mount("none", root, "cgroup2", 0, NULL)) {
+		TH_LOG("cgroup2: %s", strerror(errno));
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", root);
+	err = write_text(path, "+memory");
+	snprintf(path, sizeof(path), "%s/" CGROUP_NAME, root);
+	rmdir(path);
+	EXPECT_EQ(0, err);
+	EXPECT_EQ(0, mkdir(path, 0755));
+	snprintf(path, sizeof(path), "%s/cgroup.procs", root);
+	status = in_fresh_child(charge_child, "root");
+	EXPECT_TRUE(status >= 0 && WIFEXITED(status) && !WEXITSTATUS(status)) {
+		TH_LOG("root cgroup child: status %#x", status);
+	}
+	snprintf(path, sizeof(path), "%s/" CGROUP_NAME "/cgroup.procs", root);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	EXPECT_EQ(0, write_text(path, pid));
+	status = in_fresh_child(charge_child, CGROUP_NAME);
+	EXPECT_TRUE(status >= 0 && WIFEXITED(status) && !WEXITSTATUS(status)) {
+		TH_LOG("child in " CGROUP_NAME ": status %#x", status);
+	}
+	snprintf(path, sizeof(path), "%s/cgroup.procs", root);
+	EXPECT_EQ(0, write_text(path, pid));
+	snprintf(path, sizeof(path), "%s/" CGROUP_NAME, root);
+	EXPECT_EQ(0, rmdir(path));
+	EXPECT_EQ(0, umount(root));
+	rmdir(root);
+}
+
+#define RECLAIM "/sys/kernel/debug/dynamic_kstacks/reclaim"
+#define SLEEPERS 8
+
+struct sleeper {
+	pthread_t thread;
+	int pipe[2];
+	pid_t tid;
+	long kb_awake, kb_again;
+	int err;
+};
+
+/* Use the whole stack, sleep in read(), use it whole again */
+static void *sleeper_fn(void *arg)
+{
+	struct sleeper *s = arg;
+	char c;
+
+	/* 11 KiB below the driver: into the lowest page of the stack */
+	s->tid = gettid();
+	s->err = consume(11);
+	s->kb_awake = stack_kb();
+	if (read(s->pipe[0], &c, 1) != 1)
+		s->err = -EIO;
+	if (!s->err)
+		s->err = consume(11);
+	s->kb_again = stack_kb();
+	return NULL;
+}
+
+/* KernelStack: of thread tid of this process, in kB; -1 if absent */
+static long thread_stack_kb(pid_t tid)
+{
+	char path[64], buf[4096], *p;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+	if (kml_read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	p = strstr(buf, "\nKernelStack:");
+	return p ? strtol(p + 13, NULL, 10) : -1;
+}
+
+/*
+ * dynamic_kstacks=reclaim: threads that used their whole stack and then
+ * sleep give back the pages below their stack pointer after two passes
+ * (the first only marks them unused); woken, each gets them back before
+ * it runs, which it shows by using the whole stack again (a missing page
+ * would be a double fault).  One wake-up finds the pools empty and is
+ * done by the worker.
+ */
+TEST(sleepers_give_pages_back_and_get_them_before_running)
+{
+	static struct sleeper s[SLEEPERS];
+	long reclaimed, refills, deferred, kb;
+	char tid[32];
+	int i, tries;
+
+	if (!reclaim_on()) {
+		EXPECT_EQ(-EOPNOTSUPP, write_text(RECLAIM, "scan"));
+		return;
+	}
+	EXPECT_EQ(-EINVAL, write_text(RECLAIM, "sweep"));
+	EXPECT_EQ(-ESRCH, write_text(RECLAIM, "starve 999999"));
+	reclaimed = vmstat("nr_dynamic_stack_reclaimed");
+	refills = vmstat("nr_dynamic_stack_wake_refills");
+	deferred = vmstat("nr_dynamic_stack_wake_deferred");
+	for (i = 0; i < SLEEPERS; i++) {
+		ASSERT_EQ(0, pipe(s[i].pipe));
+		ASSERT_EQ(0, pthread_create(&s[i].thread, NULL, sleeper_fn, &s[i]));
+	}
+	/* All asleep in read() */
+	for (tries = 0; tries < 100; tries++) {
+		char path[64], state[256];
+
+		for (i = 0; i < SLEEPERS; i++) {
+			snprintf(path, sizeof(path), "/proc/self/task/%d/stat",
+				 s[i].tid);
+			if (!s[i].tid || kml_read_file(path, state, sizeof(state)) < 0 ||
+			    !strstr(state, ") S "))
+				break;
+		}
+		if (i == SLEEPERS)
+			break;
+		usleep(10 * 1000);
+	}
+	ASSERT_EQ(SLEEPERS, i);
+	ASSERT_EQ(0, write_text(RECLAIM, "scan"));
+	ASSERT_EQ(0, write_text(RECLAIM, "scan"));
+	for (i = 0; i < SLEEPERS; i++) {
+		kb = thread_stack_kb(s[i].tid);
+		EXPECT_EQ(STACK_KB, s[i].kb_awake);
+		EXPECT_LE(4, kb);
+		EXPECT_GE(8, kb) {
+			TH_LOG("sleeper %d kept %ld kB", i, kb);
+		}
+	}
+	EXPECT_LE(reclaimed + SLEEPERS * 2, vmstat("nr_dynamic_stack_reclaimed"));
+	snprintf(tid, sizeof(tid), "starve %d", s[0].tid);
+	ASSERT_EQ(0, write_text(RECLAIM, tid));
+	for (i = 0; i < SLEEPERS; i++) {
+		ASSERT_EQ(1, write(s[i].pipe[1], "x", 1));
+		ASSERT_EQ(0, pthread_join(s[i].thread, NULL));
+		EXPECT_EQ(0, s[i].err);
+		EXPECT_EQ(STACK_KB, s[i].kb_again);
+		close(s[i].pipe[0]);
+		close(s[i].pipe[1]);
+	}
+	printf("# reclaimed %ld pages, %ld wake-ups refilled, %ld deferred\n",
+	       vmstat("nr_dynamic_stack_reclaimed") - reclaimed,
+	       vmstat("nr_dynamic_stack_wake_refills") - refills,
+	       vmstat("nr_dynamic_stack_wake_deferred") - deferred);
+	EXPECT_LE(refills + SLEEPERS - 1, vmstat("nr_dynamic_stack_wake_refills"));
+	EXPECT_LE(deferred + 1, vmstat("nr_dynamic_stack_wake_deferred"));
 }
 
 #define THREADS 64
@@ -465,7 +678,7 @@ TEST(many_threads_grow_at_once_and_give_memory_back)
 		EXPECT_EQ(0, w[i].err);
 		EXPECT_GE(STACK_KB, w[i].max_kb);
 	}
-	if (!dynamic_on())
+	if (!dynamic_on() && !reclaim_on())
 		return;
 	/*
 	 * Stacks are freed after an RCU grace period; up to two per CPU

@@ -28,9 +28,12 @@ TEST_CONFIGS = {
     # and with kernel-mode system calls on the generic path instead of
     # the bypass, so that every guest test also runs against that path
     "smp2-pti-on-dks-generic": (2, "pti=on dynamic_kstacks=on sysctl.kernel.kml_fast_syscall=1"),
+    # and with the fault-free variant: whole stacks, sleepers' cold pages
+    # reclaimed
+    "smp2-pti-off-dks-reclaim": (2, "pti=off dynamic_kstacks=reclaim"),
 }
 DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-on-dks-generic",
-                        "smp2-pti-off-dks"]
+                        "smp2-pti-off-dks", "smp2-pti-off-dks-reclaim"]
 # The demo: one program as installed and from /trusted (CPL 3, then CPL 0)
 DEMO = (Spec("kml-probe", Mode.USER, "/usr/lib/kml/kml-probe", ("info",), required=True),
         Spec("kml-probe@kernel", Mode.KERNEL, "/usr/lib/kml/kml-probe", ("info",),
@@ -137,7 +140,8 @@ def build_parser():
                             f"{' '.join(apps.CONFIG_NAMES)})")
 
     text = ("UnixBench-style system tests and the kernel-stack memory of idle threads "
-            f"(kml-ubench) in a boot without and one with {kstackbench.PARAM}")
+            f"(kml-ubench) in a boot without, one with {kstackbench.PARAM} and one "
+            f"with {kstackbench.RECLAIM_PARAM}")
     p = sub.add_parser("kstack-bench", help=text, description=text + ".")
     add_vm_options(p, 900)
     p.add_argument("--quick", action="store_true",
@@ -398,7 +402,8 @@ def cmd_bench_apps(a):
 
 
 def cmd_kstack_bench(a):
-    """kml-ubench in a boot without and one with dynamic_kstacks=on (see
+    """kml-ubench in a boot without, one with dynamic_kstacks=on and one with
+    dynamic_kstacks=reclaim (see
     kstackbench.py): specs, boots, combine, render, save."""
     kstackbench.check_append(a.append)          # before building: a clear error
     build_all()

@@ -401,7 +401,7 @@ def test_dynamic_kstack_boot_parameter_errors():
                     append="dynamic_kstacks=maybe", timeout=120, stream=False)
     assert res.verdict() is None, res.verdict()
     console = res.console_log.read_text(errors="replace")
-    assert "dynamic_kstacks=maybe: expected on or off" in console
+    assert "dynamic_kstacks=maybe: expected on, off or reclaim" in console
     assert "dynamic off" in res.output.decode(errors="replace")
 
 
