@@ -33,7 +33,11 @@
  * released (the write end closed: end of file) and joined and the task
  * list is down to this thread again.  Reported: each reading, the growth
  * (blocked - before) in total and per thread, and what came back
- * (blocked - after).
+ * (blocked - after).  With dynamic_kstacks=reclaim the "blocked" reading
+ * waits until the sleepers' stacks have given their unused pages back
+ * (KernelStack has stopped falling: reclaim_ms), and release_ms (every
+ * mode) is the time from closing the pipe to the last join: the wake-ups
+ * of threads whose stacks must first be made whole again.
  *
  * The kernel command line (/proc/cmdline) and its dynamic_kstacks=
  * parameter are reported with the results.
@@ -140,6 +144,8 @@ static struct {
 	int created;
 	double settle_ms;	/* until every thread slept */
 	double return_ms;	/* from the join to the "after" reading */
+	double reclaim_ms;	/* reclaim: until KernelStack stopped falling */
+	double release_ms;	/* from closing the pipe to the last join */
 	struct mem before, blocked, after;
 } idle;
 
@@ -583,6 +589,38 @@ static void wait_returned(void)
 	} while (t - changed < RETURN_QUIET_NS && t - t0 < RETURN_MAX_NS);
 }
 
+/*
+ * dynamic_kstacks=reclaim: a sleeper's unused stack pages go after two
+ * passes a second apart.  Read until KernelStack has not fallen for
+ * RECLAIM_QUIET_NS, at least RECLAIM_MIN_NS and at most RECLAIM_MAX_NS.
+ */
+#define RECLAIM_MIN_NS		2.5e9
+#define RECLAIM_QUIET_NS	1.5e9
+#define RECLAIM_MAX_NS		10e9
+
+static int reclaim_mode(void)
+{
+	return have_dyn_param && !strcmp(dyn_param, "reclaim");
+}
+
+static void wait_reclaimed(void)
+{
+	double t0 = bench_now_ns(), changed = t0, t;
+	struct mem m;
+
+	read_mem(&idle.blocked);
+	do {
+		usleep(200000);
+		read_mem(&m);
+		t = bench_now_ns();
+		if (m.kstack_kib < idle.blocked.kstack_kib)
+			changed = t;
+		idle.blocked = m;
+	} while ((t - t0 < RECLAIM_MIN_NS || t - changed < RECLAIM_QUIET_NS) &&
+		 t - t0 < RECLAIM_MAX_NS);
+	idle.reclaim_ms = (t - t0) / 1e6;
+}
+
 /* Release the threads (end of file on the pipe) and join them. */
 static int release_threads(pthread_t *th, int n)
 {
@@ -646,10 +684,16 @@ static void run_idle(void)
 	pthread_attr_destroy(&attr);
 	if (!e && !wait_tasks(opt.threads, 1, "blocking")) {
 		idle.settle_ms = (bench_now_ns() - t0) / 1e6;
-		read_mem(&idle.blocked);
+		if (reclaim_mode())
+			wait_reclaimed();
+		else
+			read_mem(&idle.blocked);
 		idle.ok = idle.before.kstack_kib >= 0;
 	}
-	if (release_threads(th, idle.created) ||
+	t0 = bench_now_ns();
+	e = release_threads(th, idle.created);
+	idle.release_ms = (bench_now_ns() - t0) / 1e6;
+	if (e ||
 	    wait_tasks(0, 0, "after the join: threads left"))
 		idle.ok = 0;
 	t0 = bench_now_ns();
@@ -664,7 +708,10 @@ static const char *dyn_text(void)
 {
 	if (!have_dyn_param)
 		return "off (no dynamic_kstacks= on the command line)";
-	return strcmp(dyn_param, "on") ? "off (dynamic_kstacks= is not 'on')" :
+	if (reclaim_mode())
+		return "reclaim (dynamic_kstacks=reclaim on the command line)";
+	return strcmp(dyn_param, "on") ?
+		"off (dynamic_kstacks= is neither 'on' nor 'reclaim')" :
 		"on (dynamic_kstacks=on on the command line)";
 }
 
@@ -803,6 +850,9 @@ static void write_idle_json(FILE *f)
 		THREAD_STACK / 1024, sysconf(_SC_PAGESIZE) / 1024);
 	bench_json_num(f, "settle_ms", idle.settle_ms, idle.ok);
 	bench_json_num(f, "return_ms", idle.return_ms, idle.created > 0);
+	bench_json_num(f, "reclaim_ms", idle.reclaim_ms,
+		       idle.ok && reclaim_mode());
+	bench_json_num(f, "release_ms", idle.release_ms, idle.created > 0);
 	json_mem(f, "before", m0);
 	json_mem(f, "blocked", m1);
 	json_mem(f, "after", m2);
@@ -829,10 +879,11 @@ static void write_json(FILE *f, const struct result *res)
 	bench_json_head(f, SCHEMA, opt.label, &sys);
 	fputs(", \"dynamic_kstacks\": ", f);
 	bench_json_str(f, have_dyn_param ? dyn_param : NULL);
-	fprintf(f, ", \"dynamic_kstacks_on\": %s, \"runs\": %d, "
+	fprintf(f, ", \"dynamic_kstacks_on\": %s, "
+		"\"dynamic_kstacks_reclaim\": %s, \"runs\": %d, "
 		"\"duration_ms\": %d, \"exe\": ",
 		have_dyn_param && !strcmp(dyn_param, "on") ? "true" : "false",
-		opt.runs, opt.duration_ms);
+		reclaim_mode() ? "true" : "false", opt.runs, opt.duration_ms);
 	bench_json_str(f, self_exe);
 	fputs(", \"tests\": [", f);
 	for (i = 0; i < NTESTS; i++) {

@@ -1,9 +1,11 @@
-"""./kml kstack-bench: demand-paged ("dynamic") kernel stacks off vs on.
+"""./kml kstack-bench: demand-paged ("dynamic") kernel stacks off vs on
+vs reclaim.
 
-The same kernel boots twice, with page-table isolation as the kernel
-decides (no pti= of ours): first as it is ("off"), then with
-dynamic_kstacks=on on the command line ("on"); both get the user's
---append.  A kernel without the option ignores the unknown parameter, so
+The same kernel boots three times, with page-table isolation as the
+kernel decides (no pti= of ours): first as it is ("off"), then with
+dynamic_kstacks=on on the command line ("on"), then with
+dynamic_kstacks=reclaim ("reclaim", the fault-free variant); all get the
+user's --append.  A kernel without the option ignores the unknown parameter, so
 that the second boot then behaves like the first (ratios of about 1, and no
 nr_dynamic_stack_pages in /proc/vmstat).
 
@@ -12,15 +14,18 @@ system tests (System Call Overhead, Pipe Throughput, Pipe-based Context
 Switching, Process Creation, Execl Throughput; median ops/s of R runs of
 a fixed duration) and the kernel-stack memory of N idle threads
 (/proc/meminfo KernelStack, /proc/vmstat nr_dynamic_stack_pages before,
-with the threads blocked, and after they are joined).  Its JSON comes
-back in its result block (guestrun.py); one run spec per boot (BOOTS), the
-second with the parameter in its append.
+with the threads blocked -- in the reclaim boot once the reclaim passes
+have taken their unused pages -- and after they are joined), and how
+long releasing them takes (release_ms: in the reclaim boot every wake-up
+must first make a stack whole).  Its JSON comes back in its result block
+(guestrun.py); one run spec per boot (BOOTS).
 
 The host checks each boot (console verdict, kml-ubench's exit status and
 JSON, that the command line has dynamic_kstacks=on exactly in the "on"
-boot) and prints one table: each test's ops/s off and on and the ratio
-on/off; the KernelStack growth for N idle threads off and on, per thread,
-and the saving (report.kstack_markdown).
+boot and dynamic_kstacks=reclaim exactly in the "reclaim" boot) and
+prints one table: each test's ops/s in the three boots and the ratios
+to off; the KernelStack growth for N idle threads, per thread, the
+savings, and the release times (report.kstack_markdown).
 """
 import shlex
 
@@ -33,6 +38,7 @@ UBENCH_SCHEMA = "kml-ubench/1"
 PROGRAM = "/usr/bin/kml-ubench"
 PARAM_NAME = "dynamic_kstacks"
 PARAM = PARAM_NAME + "=on"
+RECLAIM_PARAM = PARAM_NAME + "=reclaim"
 DEFAULT_THREADS = 1000
 
 # One run spec per boot: the same program, without and with the parameter
@@ -41,6 +47,9 @@ BOOTS = (
          collect="--json", quiet=True),
     Spec("on", Mode.USER, PROGRAM, title=f"dynamic kernel stacks on ({PARAM})",
          collect="--json", quiet=True, append=PARAM),
+    Spec("reclaim", Mode.USER, PROGRAM,
+         title=f"whole stacks, sleepers' unused pages reclaimed ({RECLAIM_PARAM})",
+         collect="--json", quiet=True, append=RECLAIM_PARAM),
 )
 
 
@@ -90,18 +99,20 @@ def run_status(boot, run):
         return "kml-ubench failed: " + ("; ".join(bad) if bad else why or "exit status 1")
     if bad:
         return "kml-ubench exited with 0 but reports failed tests: " + "; ".join(bad)
-    want = PARAM in boot.append.split()
-    if bool(doc.get("dynamic_kstacks_on")) != want:
-        return (f"the kernel command line {'lacks' if want else 'has'} {PARAM} "
-                f"(dynamic_kstacks={doc.get('dynamic_kstacks')!r}; cmdline: "
-                f"{doc.get('cmdline')})")
+    for param, got in ((PARAM, bool(doc.get("dynamic_kstacks_on"))),
+                       (RECLAIM_PARAM, doc.get("dynamic_kstacks") == "reclaim")):
+        want = param in boot.append.split()
+        if got != want:
+            return (f"the kernel command line {'lacks' if want else 'has'} {param} "
+                    f"(dynamic_kstacks={doc.get('dynamic_kstacks')!r}; cmdline: "
+                    f"{doc.get('cmdline')})")
     if not doc.get("tests") or not doc.get("idle_threads"):
         return "kml-ubench ran no tests or no idle-threads measurement"
     return None
 
 
 def boot_docs(runs):
-    """{boot name: kml-ubench's JSON} from the runs of both boots; a
+    """{boot name: kml-ubench's JSON} from the runs of all boots; a
     KmlError names the first boot whose run is not good, and why."""
     docs = {}
     for b in BOOTS:
@@ -143,21 +154,26 @@ def _memory(idle):
             "kernel_stack_returned_kib": number(idle.get("kernel_stack_returned_kib")),
             "dynamic_stack_counter": bool(idle.get("dynamic_stack_counter")),
             "dynamic_stack_pages_delta": dyn,
-            "dynamic_stack_delta_kib": dyn * page_kib if dyn is not None else None}
+            "dynamic_stack_delta_kib": dyn * page_kib if dyn is not None else None,
+            "reclaim_ms": number(idle.get("reclaim_ms")),
+            "release_ms": number(idle.get("release_ms"))}
 
 
 def combine(docs, appends=None):
     """The combined result (a dict, saved as JSON; report.kstack_markdown()
     prints it)
-    from {"off": kml-ubench JSON, "on": kml-ubench JSON}.  appends: each
-    boot's command-line additions, for the record."""
-    missing = [b.name for b in BOOTS if not docs.get(b.name)]
+    from {"off": kml-ubench JSON, "on": ..., "reclaim": ...} ("reclaim"
+    may be missing: its columns are then empty).  appends: each boot's
+    command-line additions, for the record."""
+    missing = [b.name for b in BOOTS if b.name != "reclaim" and not docs.get(b.name)]
     if missing:
         raise KmlError(f"kstack-bench: no results from the {' and '.join(missing)} boot")
-    off, on = docs["off"], docs["on"]
+    off, on, rec = docs["off"], docs["on"], docs.get("reclaim") or {}
     boots = []
     for b in BOOTS:
-        d = docs[b.name]
+        d = docs.get(b.name)
+        if not d:
+            continue
         boots.append({"name": b.name, "append": (appends or {}).get(b.name, b.append),
                       "cmdline": d.get("cmdline"), "dynamic_kstacks": d.get("dynamic_kstacks"),
                       "kernel": d.get("kernel"), "accel": d.get("accel"),
@@ -165,23 +181,32 @@ def combine(docs, appends=None):
                       "result": d})
     rows = []
     on_tests = {t.get("name"): t for t in on.get("tests", [])}
+    rec_tests = {t.get("name"): t for t in rec.get("tests", [])}
     for t in off.get("tests", []):
         u = on_tests.get(t.get("name"), {})
+        v = rec_tests.get(t.get("name"), {})
         per = {}
-        for name, x in (("off", t), ("on", u)):
+        for name, x in (("off", t), ("on", u), ("reclaim", v)):
             per[name] = {k: number(x.get(f"ops_s_{k}")) for k in ("median", "min", "max")}
             per[name]["spread"] = _spread(x)
         rows.append({"name": t.get("name"), "label": t.get("label"), "unit": t.get("unit"),
-                     "off": per["off"], "on": per["on"],
-                     "ratio": _ratio(per["off"]["median"], per["on"]["median"])})
+                     "off": per["off"], "on": per["on"], "reclaim": per["reclaim"],
+                     "ratio": _ratio(per["off"]["median"], per["on"]["median"]),
+                     "ratio_reclaim": _ratio(per["off"]["median"],
+                                             per["reclaim"]["median"])})
     m_off, m_on = _memory(off["idle_threads"]), _memory(on["idle_threads"])
+    m_rec = _memory(rec.get("idle_threads") or {})
     memory = {"threads": off["idle_threads"].get("threads"),
               "stack_kib": off["idle_threads"].get("stack_kib"),
-              "off": m_off, "on": m_on,
+              "off": m_off, "on": m_on, "reclaim": m_rec,
               "delta_ratio": _ratio(m_off["kernel_stack_delta_kib"],
                                     m_on["kernel_stack_delta_kib"]),
               "saving_pct": _saving(m_off["kernel_stack_delta_kib"],
-                                    m_on["kernel_stack_delta_kib"])}
+                                    m_on["kernel_stack_delta_kib"]),
+              "delta_ratio_reclaim": _ratio(m_off["kernel_stack_delta_kib"],
+                                            m_rec["kernel_stack_delta_kib"]),
+              "saving_reclaim_pct": _saving(m_off["kernel_stack_delta_kib"],
+                                            m_rec["kernel_stack_delta_kib"])}
     emulated = any(b["emulated"] for b in boots)
     notes = []
     if not m_on["dynamic_stack_counter"]:

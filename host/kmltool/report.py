@@ -215,46 +215,72 @@ def kstack_markdown(d):
     """./kml kstack-bench: header, one table of tests and memory rows."""
     emul = f" — {KSTACK_EMULATED_NOTE}" if d.get("emulated") else ""
     tag = f", {KSTACK_EMULATED}" if d.get("emulated") else ""
-    out = [f"# kml kstack-bench: dynamic kernel stacks off vs on{emul}", ""]
+    out = [f"# kml kstack-bench: dynamic kernel stacks off vs on vs reclaim{emul}", ""]
     out += system_lines(d)
     for b in d["boots"]:
         out.append(f"- {b['name']} boot: kernel command line `{b['cmdline']}`")
     mem = d["memory"]
     out.append(f"- method: kml-ubench, BYTE UnixBench-style system tests, each run for "
                f"{d.get('duration_ms')} ms, {d.get('runs')} times, median ops/s (spread: "
-               "the larger (max - min) / median of the two boots); kernel stack memory: "
+               "the largest (max - min) / median of the boots); kernel stack memory: "
                f"/proc/meminfo KernelStack growth while {mem.get('threads')} threads with "
-               f"{mem.get('stack_kib')} KiB pthread stacks block in read() on a pipe; "
-               "one boot per column")
+               f"{mem.get('stack_kib')} KiB pthread stacks block in read() on a pipe "
+               "(reclaim: once KernelStack has stopped falling); one boot per column")
     out.append("")
-    out.append(f"| Test | off{tag} | on{tag} | on/off | spread / saving |")
-    out.append("|---|---:|---:|---:|---:|")
+    out.append(f"| Test | off{tag} | on{tag} | reclaim{tag} | on/off | reclaim/off "
+               "| spread / saving |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
     for r in d["rows"]:
-        spreads = [x for x in (r["off"]["spread"], r["on"]["spread"]) if x is not None]
+        rec = r.get("reclaim") or {}
+        spreads = [x for x in (r["off"]["spread"], r["on"]["spread"], rec.get("spread"))
+                   if x is not None]
         out.append(f"| {r['name']}: {r['label']} ({r['unit']}/s) | "
                    f"{_fmt(r['off']['median'])} | {_fmt(r['on']['median'])} | "
+                   f"{_fmt(rec.get('median'))} | "
                    f"{_fmt(r['ratio'], 2) if r['ratio'] else '–'} | "
+                   f"{_fmt(r.get('ratio_reclaim'), 2) if r.get('ratio_reclaim') else '–'} | "
                    + (f"{100 * max(spreads):.1f}%" if spreads else "–") + " |")
     n = mem.get("threads")
-    off, on = mem["off"], mem["on"]
-    saving = mem.get("saving_pct")
-    sav = f"saving {saving:.1f}%" if saving is not None else "–"
+    off, on, rec = mem["off"], mem["on"], mem.get("reclaim") or {}
+    has_rec = any(b["name"] == "reclaim" for b in d["boots"])
+
+    def sav(key):
+        v = mem.get(key)
+        return f"{v:.1f}%" if v is not None else "–"
+
+    def ratio(key):
+        return _fmt(mem.get(key), 2) if mem.get(key) else "–"
+
+    def rk(v, digits=0):
+        """A reclaim cell: – when that boot did not run."""
+        return _kib(v, digits) if has_rec else "–"
+
     out.append(f"| KernelStack growth, {n} idle threads (KiB) | "
                f"{_kib(off['kernel_stack_delta_kib'])} | {_kib(on['kernel_stack_delta_kib'])} | "
-               f"{_fmt(mem.get('delta_ratio'), 2) if mem.get('delta_ratio') else '–'} | "
-               f"{sav} |")
+               f"{rk(rec.get('kernel_stack_delta_kib'))} | {ratio('delta_ratio')} | "
+               f"{ratio('delta_ratio_reclaim')} | saving {sav('saving_pct')} / "
+               f"{sav('saving_reclaim_pct')} |")
     out.append(f"| KernelStack per idle thread (KiB) | "
                f"{_kib(off['kernel_stack_per_thread_kib'], 2)} | "
-               f"{_kib(on['kernel_stack_per_thread_kib'], 2)} | | |")
+               f"{_kib(on['kernel_stack_per_thread_kib'], 2)} | "
+               f"{rk(rec.get('kernel_stack_per_thread_kib'), 2)} | | | |")
     out.append(f"| KernelStack returned after the join (KiB) | "
                f"{_kib(off['kernel_stack_returned_kib'])} | "
-               f"{_kib(on['kernel_stack_returned_kib'])} | | |")
+               f"{_kib(on['kernel_stack_returned_kib'])} | "
+               f"{rk(rec.get('kernel_stack_returned_kib'))} | | | |")
     out.append(f"| nr_dynamic_stack_pages growth, {n} idle threads (KiB) | "
                f"{_kib(off['dynamic_stack_delta_kib'])} | {_kib(on['dynamic_stack_delta_kib'])} "
-               "| | |")
-    out += ["", "on/off: the on boot's figure / the off boot's (ops/s above 1: faster "
-            "with dynamic kernel stacks). Saving: (off - on) / off of the KernelStack "
-            "growth. absent: the kernel does not report the counter.", ""]
+               f"| {rk(rec.get('dynamic_stack_delta_kib'))} | | | |")
+    def ms(v):
+        return "–" if v is None else f"{v:.0f}"
+
+    out.append(f"| waking and joining the {n} idle threads (ms) | "
+               f"{ms(off.get('release_ms'))} | {ms(on.get('release_ms'))} | "
+               f"{ms(rec.get('release_ms'))} | | | |")
+    out += ["", "on/off, reclaim/off: that boot's figure / the off boot's (ops/s above 1: "
+            "faster than with whole stacks). Saving: (off - x) / off of the KernelStack "
+            "growth, for on / reclaim. absent: the kernel does not report the counter; "
+            "–: no figure (the reclaim boot did not run, or a test failed).", ""]
     out += notes_lines(d.get("notes"))
     return "\n".join(out).rstrip() + "\n"
 

@@ -26,12 +26,13 @@ TESTS = [("syscall", "System Call Overhead", "loops"),
 
 
 def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulated=True,
-               accel="tcg", threads=1000, failed=None):
+               accel="tcg", threads=1000, failed=None, reclaim=False):
     """A kml-ubench JSON document: each test's median is ops x its index
     (min/max 10% around it); kstack: KernelStack before, blocked, after;
     dyn: nr_dynamic_stack_pages before, blocked, after (None: absent);
     failed: the name of a failed test."""
-    cmdline = "console=ttyS0 kml.accel=tcg" + (" dynamic_kstacks=on" if on else "")
+    mode = "on" if on else "reclaim" if reclaim else None
+    cmdline = "console=ttyS0 kml.accel=tcg" + (f" dynamic_kstacks={mode}" if mode else "")
     tests = []
     for i, (name, label, unit) in enumerate(TESTS, 1):
         ok = name != failed
@@ -47,6 +48,7 @@ def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulate
     d0, d1, d2 = dyn or (None, None, None)
     idle = {"status": "ok", "reason": None, "threads": threads, "created": threads,
             "stack_kib": 64, "page_kib": 4, "settle_ms": 20.0, "return_ms": 30.0,
+            "reclaim_ms": 2600.0 if reclaim else None, "release_ms": 40.0,
             "before": {"kernel_stack_kib": b, "nr_dynamic_stack_pages": d0},
             "blocked": {"kernel_stack_kib": bl, "nr_dynamic_stack_pages": d1},
             "after": {"kernel_stack_kib": a, "nr_dynamic_stack_pages": d2},
@@ -57,7 +59,7 @@ def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulate
             "dynamic_stack_pages_returned": d1 - d2 if dyn else None}
     return {"schema": "kml-ubench/1", "label": "ubench", "accel": accel,
             "emulated": emulated, "cpu": "fake", "ncpus": 2, "kernel": "6.12.117-kml",
-            "cmdline": cmdline, "dynamic_kstacks": "on" if on else None,
+            "cmdline": cmdline, "dynamic_kstacks": mode,
             "dynamic_kstacks_on": on, "runs": 3, "duration_ms": 300,
             "exe": "/usr/bin/kml-ubench", "tests": tests, "idle_threads": idle}
 
@@ -102,19 +104,21 @@ def run_boot(fake, boot, doc=None, exit=0, args=("--quick",)):
     return (None if why else run.doc, why), p.stdout
 
 
-OFF, ON = kstackbench.BOOTS
+OFF, ON, RECLAIM = kstackbench.BOOTS
 
 
 def test_boots_and_specs():
-    assert [b.name for b in kstackbench.BOOTS] == ["off", "on"]
+    assert [b.name for b in kstackbench.BOOTS] == ["off", "on", "reclaim"]
     assert OFF.append == "" and ON.append == "dynamic_kstacks=on"
-    off, on = kstackbench.specs(True, 50)
+    assert RECLAIM.append == "dynamic_kstacks=reclaim"
+    off, on, rec = kstackbench.specs(True, 50)
     assert off.options == ("--quick", "--threads", "50", "-v", "--label", "off")
     assert (on.program, on.mode, on.collect, on.append) == (
         "/usr/bin/kml-ubench", "user", "--json", "dynamic_kstacks=on")
     # one boot each; the user's --append goes to both, after the boot's own
-    assert [(a, [s.name for s in m]) for a, _, m in guestrun.group([off, on])] == \
-        [("", ["off"]), ("dynamic_kstacks=on", ["on"])]
+    assert [(a, [s.name for s in m]) for a, _, m in guestrun.group([off, on, rec])] == \
+        [("", ["off"]), ("dynamic_kstacks=on", ["on"]),
+         ("dynamic_kstacks=reclaim", ["reclaim"])]
     kstackbench.check_append("pti=off nokaslr")
     kstackbench.check_append('foo="a b')        # unbalanced quotes: words
     for bad in ("dynamic_kstacks=off", "pti=on dynamic_kstacks", "dynamic_kstacks=on"):
@@ -153,6 +157,15 @@ def test_boot_checks(fake):
     assert doc is None and "lacks dynamic_kstacks=on" in why
     (doc, why), _ = run_boot(fake, OFF, ubench_doc(on=True))
     assert doc is None and "has dynamic_kstacks=on" in why
+    # and reclaim in the reclaim boot, and only there
+    (doc, why), _ = run_boot(fake, RECLAIM, ubench_doc(reclaim=True))
+    assert why is None and doc["dynamic_kstacks"] == "reclaim"
+    (doc, why), _ = run_boot(fake, RECLAIM, ubench_doc(on=True))
+    assert doc is None and "has dynamic_kstacks=on" in why
+    (doc, why), _ = run_boot(fake, ON, ubench_doc(reclaim=True))
+    assert doc is None and "lacks dynamic_kstacks=on" in why
+    (doc, why), _ = run_boot(fake, OFF, ubench_doc(reclaim=True))
+    assert doc is None and "has dynamic_kstacks=reclaim" in why
     # a failed test: exit status 1, its name and reason in the message
     (doc, why), _ = run_boot(fake, OFF, ubench_doc(failed="context1"), exit=1)
     assert doc is None
@@ -189,8 +202,13 @@ def test_boot_docs_names_the_failed_boot():
     with pytest.raises(KmlError, match="in the off boot: no output from this run"):
         kstackbench.boot_docs({})
     on = Run("on", "user", exit=0, finished=True, data=json.dumps(ubench_doc(on=True)))
-    docs = kstackbench.boot_docs({"off": good, "on": on})
+    with pytest.raises(KmlError, match="in the reclaim boot: no output from this run"):
+        kstackbench.boot_docs({"off": good, "on": on})
+    rec = Run("reclaim", "user", exit=0, finished=True,
+              data=json.dumps(ubench_doc(reclaim=True)))
+    docs = kstackbench.boot_docs({"off": good, "on": on, "reclaim": rec})
     assert docs["on"]["dynamic_kstacks_on"] is True
+    assert docs["reclaim"]["dynamic_kstacks"] == "reclaim"
 
 
 def test_combine_without_kernel_support():
@@ -232,6 +250,25 @@ def test_combine_with_dynamic_stacks():
     assert d["notes"] == []
 
 
+def test_combine_with_reclaim():
+    off = ubench_doc(kstack=(600, 16600, 600))
+    on = ubench_doc(on=True, ops=900.0, kstack=(200, 4200, 200), dyn=(50, 1050, 50))
+    rec = ubench_doc(reclaim=True, ops=990.0, kstack=(600, 8600, 600),
+                     dyn=(150, 2150, 150))
+    d = kstackbench.combine({"off": off, "on": on, "reclaim": rec})
+    assert [b["name"] for b in d["boots"]] == ["off", "on", "reclaim"]
+    assert d["rows"][0]["ratio_reclaim"] == 0.99
+    m = d["memory"]
+    assert m["saving_reclaim_pct"] == 50.0 and m["delta_ratio_reclaim"] == 0.5
+    assert m["reclaim"]["reclaim_ms"] == 2600.0 and m["reclaim"]["release_ms"] == 40.0
+    md = report.kstack_markdown(d)
+    assert ("| syscall: System Call Overhead (loops/s) | 1000 | 900 | 990 | 0.90 | 0.99 "
+            "| 10.0% |") in md
+    assert ("| KernelStack growth, 1000 idle threads (KiB) | 16000 | 4000 | 8000 | 0.25 "
+            "| 0.50 | saving 75.0% / 50.0% |") in md
+    assert "| waking and joining the 1000 idle threads (ms) | 40 | 40 | 40 | | | |" in md
+
+
 def test_combine_notes_and_missing_boot():
     d = kstackbench.combine({"off": ubench_doc(accel="kvm", emulated=False),
                              "on": ubench_doc(on=True, dyn=(0, 10, 0))})
@@ -245,22 +282,25 @@ def test_markdown_table():
     on = ubench_doc(on=True, ops=900.0, kstack=(200, 4200, 200), dyn=(50, 1050, 50))
     md = report.kstack_markdown(kstackbench.combine({"off": ubench_doc(), "on": on}))
     lines = md.splitlines()
-    assert lines[0].startswith("# kml kstack-bench: dynamic kernel stacks off vs on — "
-                               "emulated (TCG)")
+    assert lines[0].startswith("# kml kstack-bench: dynamic kernel stacks off vs on vs "
+                               "reclaim — emulated (TCG)")
     assert "- on boot: kernel command line `console=ttyS0 kml.accel=tcg " \
            "dynamic_kstacks=on`" in lines
-    i = lines.index("| Test | off, emulated (TCG) | on, emulated (TCG) | on/off "
-                    "| spread / saving |")
-    assert lines[i + 1] == "|---|---:|---:|---:|---:|"
-    assert lines[i + 2] == "| syscall: System Call Overhead (loops/s) | 1000 | 900 | 0.90 | 10.0% |"
+    i = lines.index("| Test | off, emulated (TCG) | on, emulated (TCG) | reclaim, emulated "
+                    "(TCG) | on/off | reclaim/off | spread / saving |")
+    assert lines[i + 1] == "|---|---:|---:|---:|---:|---:|---:|"
+    # no reclaim boot: its cells are dashes
+    assert lines[i + 2] == ("| syscall: System Call Overhead (loops/s) | 1000 | 900 | – "
+                            "| 0.90 | – | 10.0% |")
     assert lines[i + 4] == ("| context1: Pipe-based Context Switching (round trips/s) "
-                            "| 3000 | 2700 | 0.90 | 10.0% |")
+                            "| 3000 | 2700 | – | 0.90 | – | 10.0% |")
     assert lines[i + 7] == ("| KernelStack growth, 1000 idle threads (KiB) | 16000 | 4000 "
-                            "| 0.25 | saving 75.0% |")
-    assert lines[i + 8] == "| KernelStack per idle thread (KiB) | 16.00 | 4.00 | | |"
-    assert lines[i + 9] == "| KernelStack returned after the join (KiB) | 16000 | 4000 | | |"
+                            "| – | 0.25 | – | saving 75.0% / – |")
+    assert lines[i + 8] == "| KernelStack per idle thread (KiB) | 16.00 | 4.00 | – | | | |"
+    assert lines[i + 9] == ("| KernelStack returned after the join (KiB) | 16000 | 4000 "
+                            "| – | | | |")
     assert lines[i + 10] == ("| nr_dynamic_stack_pages growth, 1000 idle threads (KiB) "
-                             "| absent | 4000 | | |")
+                             "| absent | 4000 | – | | | |")
     assert "Notes:" not in md
     # not emulated: no label; a failed figure: a dash
     off = ubench_doc(emulated=False, accel="kvm")
@@ -268,9 +308,9 @@ def test_markdown_table():
     md = report.kstack_markdown(kstackbench.combine(
         {"off": off, "on": ubench_doc(on=True, emulated=False, accel="kvm")}))
     assert "emulated" not in md.lower()
-    assert "| syscall: System Call Overhead (loops/s) | – | 1000 | – | 10.0% |" in md
-    assert "| nr_dynamic_stack_pages growth, 1000 idle threads (KiB) | absent | absent | | |" \
-        in md
+    assert "| syscall: System Call Overhead (loops/s) | – | 1000 | – | – | – | 10.0% |" in md
+    assert ("| nr_dynamic_stack_pages growth, 1000 idle threads (KiB) | absent | absent | – "
+            "| | | |") in md
     assert "Notes:\n\n1. the on boot's /proc/vmstat has no nr_dynamic_stack_pages" in md
 
 
@@ -311,6 +351,8 @@ def test_real_ubench_json_and_table(ubench, tmp_path):
         ("ok", 20, 20, 64)
     assert idle["before"]["kernel_stack_kib"] is not None
     assert isinstance(doc["dynamic_kstacks_on"], bool)
+    assert doc["dynamic_kstacks_reclaim"] is False
+    assert idle["reclaim_ms"] is None and idle["release_ms"] >= 0
     assert "| Test | UnixBench | op | ops/s (median) | min | max |" in p.stdout
     assert "## Kernel stack memory: 20 idle threads" in p.stdout
     # what the host makes of it
