@@ -6,7 +6,7 @@ and must never disturb the kernel: no WARN, BUG, Oops, lockdep report,
 stall or hang on the console, whatever the program executes.
 
 One boot per configuration (CONFIGS: page-table isolation on and off,
-dynamic kernel stacks off and on; --short: SHORT_CONFIGS), 2 vCPUs by
+dynamic kernel stacks off, on and reclaim; --short: SHORT_CONFIGS), 2 vCPUs by
 default.  In each boot, through the guest-run layer (guestrun.py):
 
   stress-ng  the stressors of the classes in CLASSES (--short: the
@@ -86,8 +86,9 @@ class Config:
 CONFIGS = (Config("pti-off", "pti=off"),
            Config("pti-on", "pti=on"),
            Config("pti-off-dks", "pti=off dynamic_kstacks=on"),
-           Config("pti-on-dks", "pti=on dynamic_kstacks=on"))
-SHORT_CONFIGS = ("pti-on-dks", "pti-off")
+           Config("pti-on-dks", "pti=on dynamic_kstacks=on"),
+           Config("pti-off-dks-reclaim", "pti=off dynamic_kstacks=reclaim"))
+SHORT_CONFIGS = ("pti-on-dks", "pti-off", "pti-off-dks-reclaim")
 CONFIG_NAMES = tuple(c.name for c in CONFIGS)
 
 

@@ -16,11 +16,11 @@ MEMBERS = {"os": ["fork", "sigsegv", "opcode", "pipe"], "cpu": ["cpu", "priv-ins
 
 def test_plan_defaults_and_unknown_config():
     p = soak.plan(short=True)
-    assert [c.name for c in p.configs] == ["pti-off", "pti-on-dks"]
+    assert [c.name for c in p.configs] == ["pti-off", "pti-on-dks", "pti-off-dks-reclaim"]
     assert (p.stressor_timeout, p.calls) == (2, 20000)
     assert soak.plan().stressor_timeout == 2
     p = soak.plan()
-    assert len(p.configs) == 4 and p.calls == 100000
+    assert len(p.configs) == 5 and p.calls == 100000
     assert soak.plan(configs=["pti-on"], calls=7).calls == 7
     with pytest.raises(KmlError, match="unknown soak configuration nope"):
         soak.plan(configs=["nope"])
