@@ -12,6 +12,9 @@ def pytest_addoption(parser):
                      help="comma-separated VM configurations for guest tests")
     parser.addoption("--kml-host-only", action="store_true",
                      help="skip every test that boots a VM")
+    parser.addoption("--kml-kernel", default=None,
+                     help="only VM tests that boot this kernel (kbuild.KERNELS): the "
+                          "guest tests of --kml-configs; the others boot the default one")
 
 
 def kml_configs(config):
@@ -23,13 +26,18 @@ def kml_configs(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if not config.getoption("--kml-host-only"):
+    host_only, kernel = config.getoption("--kml-host-only"), config.getoption("--kml-kernel")
+    if not host_only and kernel in (None, "default"):
         return
     import pytest
-    skip = pytest.mark.skip(reason="--kml-host-only")
     for item in items:
-        if "vm" in item.keywords:
-            item.add_marker(skip)
+        if "vm" not in item.keywords:
+            continue
+        if host_only:
+            item.add_marker(pytest.mark.skip(reason="--kml-host-only"))
+        elif "config" not in getattr(getattr(item, "callspec", None), "params", {}):
+            item.add_marker(pytest.mark.skip(
+                reason=f"boots the default kernel, not --kernel {kernel}"))
 
 
 def pytest_configure(config):

@@ -17,23 +17,30 @@ from .paths import KmlError
 from .util import say
 
 TEST_CONFIGS = {
-    # name: (smp, extra kernel arguments)
-    "smp2-pti-on": (2, "pti=on"),
-    "smp2-pti-off": (2, "pti=off"),
-    "smp1-pti-on": (1, "pti=on"),
-    "smp1-pti-off": (1, "pti=off"),
+    # name: (smp, extra kernel arguments, kernel (kbuild.KERNELS))
+    "smp2-pti-on": (2, "pti=on", "default"),
+    "smp2-pti-off": (2, "pti=off", "default"),
+    "smp1-pti-on": (1, "pti=on", "default"),
+    "smp1-pti-off": (1, "pti=off", "default"),
     # the same tests with demand-paged kernel stacks
-    "smp2-pti-on-dks": (2, "pti=on dynamic_kstacks=on"),
-    "smp2-pti-off-dks": (2, "pti=off dynamic_kstacks=on"),
+    "smp2-pti-on-dks": (2, "pti=on dynamic_kstacks=on", "default"),
+    "smp2-pti-off-dks": (2, "pti=off dynamic_kstacks=on", "default"),
     # and with kernel-mode system calls on the generic path instead of
     # the bypass, so that every guest test also runs against that path
-    "smp2-pti-on-dks-generic": (2, "pti=on dynamic_kstacks=on sysctl.kernel.kml_fast_syscall=1"),
+    "smp2-pti-on-dks-generic": (2, "pti=on dynamic_kstacks=on sysctl.kernel.kml_fast_syscall=1",
+                                "default"),
     # and with the fault-free variant: whole stacks, sleepers' cold pages
     # reclaimed
-    "smp2-pti-off-dks-reclaim": (2, "pti=off dynamic_kstacks=reclaim"),
+    "smp2-pti-off-dks-reclaim": (2, "pti=off dynamic_kstacks=reclaim", "default"),
+    # the debug kernel (full preemption, lockdep, DEBUG_ENTRY, ...), both
+    # PTI modes, both stack modes; it does not offer the bypass, so its
+    # kernel-mode system calls take the generic path
+    "debug-smp2-pti-on-dks": (2, "pti=on dynamic_kstacks=on", "debug"),
+    "debug-smp2-pti-off-dks-reclaim": (2, "pti=off dynamic_kstacks=reclaim", "debug"),
 }
-DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-on-dks-generic",
-                        "smp2-pti-off-dks", "smp2-pti-off-dks-reclaim"]
+DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-off-dks",
+                        "smp2-pti-off-dks-reclaim", "debug-smp2-pti-on-dks",
+                        "debug-smp2-pti-off-dks-reclaim"]
 # The demo: one program as installed and from /trusted (CPL 3, then CPL 0)
 DEMO = (Spec("kml-probe", Mode.USER, "/usr/lib/kml/kml-probe", ("info",), required=True),
         Spec("kml-probe@kernel", Mode.KERNEL, "/usr/lib/kml/kml-probe", ("info",),
@@ -78,13 +85,21 @@ def add_vm_options(p, timeout, smp=2, mem="1G"):
                    help="auto: KVM only if a probe boot works, else TCG")
 
 
+def add_kernel_option(p, what="build"):
+    p.add_argument("--kernel", choices=sorted(kbuild.KERNELS), default=None,
+                   help=f"which kernel to {what}: " + "; ".join(
+                       f"{k.name}: {k.text}" for k in kbuild.KERNELS.values())
+                   + " (default: default)")
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="kml", description=(
         "Kernel Mode Linux: build the patched kernel and guest, boot QEMU, "
         "run commands, tests and benchmarks."))
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", required=True)
     sub.add_parser("setup", help="install missing Debian packages")
-    sub.add_parser("build", help="build kernel and initramfs (incremental)")
+    p = sub.add_parser("build", help="build kernel and initramfs (incremental)")
+    add_kernel_option(p)
 
     p = sub.add_parser("run", help="boot a VM and run CMD as root in it",
                        usage="kml run [options] -- CMD [ARGS...]")
@@ -99,12 +114,15 @@ def build_parser():
     p.add_argument("--kernel-mode", action="store_true",
                    help="copy CMD (a host file, or a program in the guest) into "
                         "/trusted and run it from there, in kernel mode")
+    add_kernel_option(p, "boot")
     p.add_argument("argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     p = sub.add_parser("test", help="run the test suite (host unit tests and guest tests)")
     p.add_argument("--config", action="append", choices=sorted(TEST_CONFIGS),
                    help="VM configuration(s) for guest tests "
                         f"(default: {' '.join(DEFAULT_TEST_CONFIGS)})")
+    p.add_argument("--kernel", choices=sorted(kbuild.KERNELS),
+                   help="only the configurations that boot this kernel")
     p.add_argument("--host-only", action="store_true", help="skip VM boots")
     p.add_argument("-k", dest="pytest_k", metavar="EXPR", help="pytest -k selection")
 
@@ -191,12 +209,25 @@ def build_parser():
     return ap
 
 
-def build_all():
+def build_all(kernels=("default",)):
     setup.setup(quiet=True)
     t = time.monotonic()
-    kbuild.build_kernel()
+    for name in kernels:
+        kbuild.build_kernel(kbuild.kernel(name))
     initramfs.build_initramfs()
-    say(f"build done in {time.monotonic() - t:.0f} s ({kbuild.kernel_release()})")
+    say(f"build done in {time.monotonic() - t:.0f} s ("
+        + ", ".join(f"{n}: {kbuild.kernel(n).release()}" for n in kernels) + ")")
+
+
+def test_configs(a):
+    """The test configurations chosen by --config and --kernel."""
+    configs = a.config or (DEFAULT_TEST_CONFIGS if not a.kernel else
+                           [c for c, v in TEST_CONFIGS.items() if v[2] == a.kernel])
+    wrong = [c for c in configs if a.kernel and TEST_CONFIGS[c][2] != a.kernel]
+    if wrong:
+        raise KmlError(f"--config {wrong[0]} boots the {TEST_CONFIGS[wrong[0]][2]} "
+                       f"kernel, not --kernel {a.kernel}")
+    return configs
 
 
 def accel_arg(a):
@@ -220,7 +251,7 @@ def cmd_run(a):
         stream = guestrun.Stream(headers=False)
     res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
                     timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
-                    disk_fs=a.disk_fs, stream=stream)
+                    disk_fs=a.disk_fs, stream=stream, kernel=kbuild.kernel(a.kernel))
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")
@@ -252,15 +283,17 @@ def pytest_python():
 
 
 def cmd_test(a):
+    configs = test_configs(a)
     if not a.host_only:
-        build_all()
+        build_all(sorted({TEST_CONFIGS[c][2] for c in configs}))
     else:
         setup.setup(quiet=True)
-    configs = a.config or DEFAULT_TEST_CONFIGS
     cmd = [pytest_python(), "-m", "pytest", "-v", "-rfEs", "-p", "no:cacheprovider",
            f"--kml-configs={','.join(configs)}"]
     if a.host_only:
         cmd.append("--kml-host-only")
+    if a.kernel:
+        cmd.append(f"--kml-kernel={a.kernel}")
     if a.pytest_k:
         cmd += ["-k", a.pytest_k]
     cmd.append("tests")
@@ -469,7 +502,7 @@ def main(argv):
             setup.setup()
             return 0
         if a.cmd == "build":
-            build_all()
+            build_all([a.kernel or "default"])
             return 0
         if a.cmd == "run":
             return cmd_run(a)

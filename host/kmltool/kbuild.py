@@ -37,9 +37,12 @@ def parse_config(path):
     return got
 
 
-def check_config(fragment, config):
-    """Options of the fragment that did not survive olddefconfig."""
-    want, got = parse_fragment(fragment), parse_config(config)
+def check_config(fragments, config):
+    """Options of the fragments (a later one overrides an earlier one) that
+    did not survive olddefconfig."""
+    want, got = {}, parse_config(config)
+    for frag in fragments:
+        want.update(parse_fragment(frag))
     bad = []
     for key, val in want.items():
         have = got.get(key, "n")
@@ -48,47 +51,138 @@ def check_config(fragment, config):
     return bad
 
 
-def _make(tree, *targets, jobs=None):
+class Kernel:
+    """One kernel built from the series: its config fragments, merged in
+    order onto tinyconfig, and its own out-of-tree build directory."""
+
+    def __init__(self, name, fragments, obj, text):
+        self.name, self.fragments, self.obj, self.text = name, fragments, obj, text
+
+    @property
+    def bzimage(self):
+        return self.obj / "arch" / "x86" / "boot" / "bzImage"
+
+    @property
+    def vmlinux(self):
+        return self.obj / "vmlinux"
+
+    def release(self):
+        rel = self.obj / "include" / "config" / "kernel.release"
+        return rel.read_text().strip() if rel.exists() else None
+
+
+KERNELS = {
+    "default": Kernel("default", [paths.CONFIG_FRAGMENT], paths.OBJ,
+                      "the guest kernel: tinyconfig + kernel/config/kml.config"),
+    "debug": Kernel("debug", [paths.CONFIG_FRAGMENT, paths.DEBUG_FRAGMENT],
+                    paths.BUILD / "obj-debug",
+                    "the same plus kernel/config/debug.config: full preemption, "
+                    "lockdep, DEBUG_ENTRY with objtool's noinstr/unret validation, "
+                    "DEBUG_VM, UBSAN_BOUNDS"),
+}
+DEFAULT = KERNELS["default"]
+
+
+def kernel(name=None):
+    """The Kernel called name (default: the guest kernel)."""
+    if name is None:
+        return DEFAULT
+    if name not in KERNELS:
+        raise KmlError(f"unknown kernel {name!r}; known: {', '.join(KERNELS)}")
+    return KERNELS[name]
+
+
+def _make(tree, k, *targets, jobs=None):
     jobs = jobs or (os.cpu_count() or 1) + 1
-    cmd = ["make", "-C", str(tree), f"O={paths.OBJ}", f"-j{jobs}",
+    cmd = ["make", "-C", str(tree), f"O={k.obj}", f"-j{jobs}",
            "LOCALVERSION=", *targets]
+    env = None
     if shutil.which("ccache"):
         cmd.insert(5, "CC=ccache gcc")
-    run(cmd)
+        env = ccache_env(os.environ)
+    run(cmd, env=env)
 
 
-def configure(tree):
-    frag = paths.CONFIG_FRAGMENT
+def ccache_env(environ):
+    """ccache settings under which another checkout of the project (a CI
+    clone) finds what this one compiled: paths below the build directory
+    are hashed relative to it, and the working directory is not hashed
+    (it only changes DW_AT_comp_dir in the debug information).  Settings
+    the user made in the environment win."""
+    env = dict(environ)
+    env.setdefault("CCACHE_BASEDIR", str(paths.BUILD))
+    env.setdefault("CCACHE_NOHASHDIR", "1")
+    return env
+
+
+def configure(tree, k):
+    frags = k.fragments
+    names = " + ".join(str(f.relative_to(paths.ROOT)) for f in frags)
     state = patches.load_state(tree) or {}
-    want = digest(frag.read_bytes(), state.get("tarball"), state.get("series"),
-                  patches.head(tree))
-    stamp = paths.OBJ / CONFIG_STAMP
-    config = paths.OBJ / ".config"
+    want = digest(*(f.read_bytes() for f in frags), state.get("tarball"),
+                  state.get("series"), patches.head(tree))
+    stamp = k.obj / CONFIG_STAMP
+    config = k.obj / ".config"
     if (config.exists() and stamp.exists() and stamp.read_text() == want
-            and not check_config(frag, config)):
+            and not check_config(frags, config)):
         return
-    say("configuring: tinyconfig + kernel/config/kml.config")
-    paths.OBJ.mkdir(parents=True, exist_ok=True)
-    _make(tree, "tinyconfig")
+    say(f"configuring the {k.name} kernel: tinyconfig + {names}")
+    k.obj.mkdir(parents=True, exist_ok=True)
+    _make(tree, k, "tinyconfig")
     run([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O",
-         str(paths.OBJ), str(config), str(frag)], cwd=tree, capture=True)
-    _make(tree, "olddefconfig")
-    bad = check_config(frag, config)
+         str(k.obj), str(config), *map(str, frags)], cwd=tree, capture=True)
+    _make(tree, k, "olddefconfig")
+    bad = check_config(frags, config)
     if bad:
-        raise KmlError("kernel config: options of kernel/config/kml.config "
+        raise KmlError(f"kernel config: options of {names} "
                        "were dropped (missing dependency?):\n  " + "\n  ".join(bad))
     stamp.write_text(want)
 
 
-def build_kernel():
+def build_kernel(k=DEFAULT):
     tree = patches.ensure_tree()
-    configure(tree)
-    say(f"building the kernel in {paths.OBJ} (a clean build takes minutes)")
-    _make(tree, "bzImage")
-    say(f"kernel: {paths.BZIMAGE}")
-    return paths.BZIMAGE
+    configure(tree, k)
+    say(f"building the {k.name} kernel in {k.obj} (a clean build takes minutes)")
+    _make(tree, k, "bzImage")
+    if k.name == "debug":
+        check_noinstr(k)
+    say(f"kernel: {k.bzimage}")
+    return k.bzimage
 
 
-def kernel_release():
-    rel = paths.OBJ / "include" / "config" / "kernel.release"
-    return rel.read_text().strip() if rel.exists() else None
+def kernel_release(k=DEFAULT):
+    return k.release()
+
+
+def objtool_vmlinux_args(config):
+    """The arguments the kernel's build gives objtool for vmlinux.o
+    (scripts/Makefile.vmlinux_o) when CONFIG_NOINSTR_VALIDATION is set."""
+    cfg = parse_config(config)
+    if cfg.get("CONFIG_NOINSTR_VALIDATION") != "y":
+        raise KmlError(f"{config}: CONFIG_NOINSTR_VALIDATION is not set")
+    args = ["--noinstr"]
+    if "y" in (cfg.get("CONFIG_MITIGATION_UNRET_ENTRY"), cfg.get("CONFIG_MITIGATION_SRSO")):
+        args.append("--unret")
+    return args + ["--link", "--dry-run"]
+
+
+def objtool_warnings(text):
+    """The warning lines of objtool's output."""
+    return [line.strip() for line in text.splitlines() if "warning: objtool:" in line]
+
+
+def check_noinstr(k):
+    """Validate vmlinux.o again, as the build does: code that runs before
+    the kernel's state is set up (noinstr) calls nothing instrumentable,
+    and every entry path untrains the return predictor before its first
+    RET.  The build only prints these warnings when it relinks; this runs
+    every time and fails on any."""
+    objtool = k.obj / "tools" / "objtool" / "objtool"
+    vmlinux_o = k.obj / "vmlinux.o"
+    args = objtool_vmlinux_args(k.obj / ".config")
+    p = run([str(objtool), *args, str(vmlinux_o)], capture=True, check=False)
+    warnings = objtool_warnings((p.stdout or "") + (p.stderr or ""))
+    if p.returncode != 0 or warnings:
+        raise KmlError(f"objtool {' '.join(args)} vmlinux.o (exit status {p.returncode}):"
+                       "\n  " + "\n  ".join(warnings or ["(no warning printed)"]))
+    say(f"objtool {' '.join(args[:-2])}: vmlinux.o validated, no warnings")

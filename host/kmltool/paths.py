@@ -8,10 +8,11 @@ BUILD = Path(os.environ.get("KML_BUILD_DIR", ROOT / "build")).resolve()
 PATCH_DIR = ROOT / "kernel" / "patches"
 BASE_FILE = ROOT / "kernel" / "BASE"
 CONFIG_FRAGMENT = ROOT / "kernel" / "config" / "kml.config"
+DEBUG_FRAGMENT = ROOT / "kernel" / "config" / "debug.config"
 GUEST_SRC = ROOT / "guest"
 
 TREE = BUILD / "linux"          # scratch git tree: tarball + series as commits
-OBJ = BUILD / "obj"             # out-of-tree kernel build
+OBJ = BUILD / "obj"             # out-of-tree kernel build (kbuild.KERNELS)
 GUEST_OUT = BUILD / "guest"     # compiled guest programs
 GUEST_ROOT = BUILD / "initramfs" / "root"  # their staging tree (make install DESTDIR=)
 INITRAMFS = BUILD / "initramfs" / "base.cpio"

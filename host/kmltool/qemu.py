@@ -126,13 +126,13 @@ def gdb_socket(rundir):
     return str(path) if len(str(path)) < 100 else f"/tmp/kml-gdb-{rundir.name}.sock"
 
 
-def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None):
+def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None, bzimage=None):
     cmdline = f"console=ttyS0 panic=-1 kml.accel={accel} kml.smp={smp}"
     if append:
         cmdline += " " + append
     return [QEMU, "-accel", accel, "-cpu", "max", "-smp", str(smp), "-m", mem,
             "-nodefaults", "-no-reboot", "-display", "none",
-            "-kernel", str(paths.BZIMAGE), "-initrd", str(initrd),
+            "-kernel", str(bzimage or paths.BZIMAGE), "-initrd", str(initrd),
             "-append", cmdline,
             "-serial", f"file:{rundir / 'console.log'}",
             "-chardev", "stdio,id=out,signal=off", "-serial", "chardev:out",
@@ -178,7 +178,7 @@ def make_disk(path, mib, fs=None):
 
 
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
-         stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None):
+         stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None, kernel=None):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
     attaches a sparse virtio disk of that size as /dev/vda: empty, or with
     a new file system of type disk_fs (made on the host: mkfs.ext4).
@@ -186,10 +186,13 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     callable gets every chunk of it instead, False keeps it quiet.
     gdb: a function QEMU's gdb stub is started for; it runs in a thread
     while the VM runs and gets a Watch; if it raises, the VM is killed and
-    Result.hook_error says why."""
-    for f, what in ((paths.BZIMAGE, "kernel"), (paths.INITRAMFS, "initramfs")):
+    Result.hook_error says why.
+    kernel: a kbuild.Kernel to boot (default: the guest kernel)."""
+    bzimage = kernel.bzimage if kernel else paths.BZIMAGE
+    build = f"./kml build --kernel {kernel.name}" if kernel else "./kml build"
+    for f, what in ((bzimage, "kernel"), (paths.INITRAMFS, "initramfs")):
         if not f.exists():
-            raise KmlError(f"no {what} at {f}: run ./kml build")
+            raise KmlError(f"no {what} at {f}: run {build}")
     if shutil.which(QEMU) is None:
         raise KmlError(f"{QEMU} not found: run ./kml setup")
     if disk_fs:
@@ -203,7 +206,7 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     disk = None
     if disk_mib:
         disk = make_disk(rundir / "disk.img", disk_mib, disk_fs)
-    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk)
+    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk, bzimage)
     watch = Watch(gdb_socket(rundir)) if gdb else None
     if watch:
         cmd += ["-gdb", f"unix:{watch.stub},server=on,wait=off"]

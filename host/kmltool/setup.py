@@ -37,6 +37,7 @@ PACKAGES = {
     "redis-tools": "./kml bench --apps: redis-server (as redis-check-rdb) and redis-benchmark",
     "wrk": "./kml bench --apps: the HTTP load generator",
     "iperf3": "./kml bench --apps: TCP throughput over loopback (its service stays off)",
+    "linux-perf": "perf in the guest: profiling a kernel-mode program (a guest test)",
     "libpcre2-8-0": "the guest's nginx (unpacked, not installed: see UNPACKED)",
     "libcrypt1": "the guest's nginx",
     "libssl3": "the guest's nginx",

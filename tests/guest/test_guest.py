@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, kml_configs
-from kmltool import paths, qemu, tap
+from kmltool import kbuild, paths, qemu, tap
 from kmltool.cli import TEST_CONFIGS
 
 GUEST_TESTS = ROOT / "guest" / "tests"
@@ -47,10 +47,11 @@ _boots = {}
 def boot_results(config):
     """Boot one VM for config, run all guest tests; cached per session."""
     if config not in _boots:
-        smp, append = TEST_CONFIGS[config]
+        smp, append, kernel = TEST_CONFIGS[config]
         # A disk larger than RAM for the paging test (process.c)
         res = qemu.boot(["run-tests"], smp=smp, mem=GUEST_MEM, append=append,
-                        timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB)
+                        timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB,
+                        kernel=kbuild.kernel(kernel))
         _boots[config] = (res, tap.parse_runs(res.output.decode(errors="replace")))
     return _boots[config]
 
@@ -147,6 +148,56 @@ def test_run_kernel_mode_host_program(tmp_path):
     assert p.stdout == "hello cpl=0\n"
     p = kml("run", "--add", f"{prog}:/usr/bin/", "--", "cpl", "hello")
     assert p.stdout == "hello cpl=3\n"
+
+
+PERF_SPIN = r"""
+#include <stdio.h>
+static volatile unsigned long sink;
+__attribute__((noinline)) void kml_perf_hot(void)
+{
+	for (unsigned long i = 0; i < 60000000UL; i++)
+		sink += i;
+}
+__attribute__((noinline)) void kml_perf_caller(void) { kml_perf_hot(); }
+int main(void)
+{
+	unsigned short cs;
+	asm("mov %%cs,%0" : "=r"(cs));
+	kml_perf_caller();
+	printf("perf-spin cpl=%d\n", cs & 3);
+	return 0;
+}
+"""
+
+
+def test_perf_profiles_a_kernel_mode_program(tmp_path):
+    """Debian's perf records a program running from /trusted at CPL 0
+    (software clock events: TCG has no PMU): its samples are user-space
+    samples ([.]) of its own function, resolved through its symbols, and
+    the frame-pointer call chain walks back through its caller to main."""
+    src, prog = tmp_path / "spin.c", tmp_path / "kml-perf-spin"
+    src.write_text(PERF_SPIN)
+    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-static", "-o",
+                    str(prog), str(src)], check=True)
+    script = ("cp /root/kml-perf-spin /trusted/ && "
+              "perf record -q -e cpu-clock -F 499 -g -o /tmp/p.data "
+              "/trusted/kml-perf-spin && "
+              "echo '== report' && perf report -i /tmp/p.data --stdio --no-children "
+              "--sort dso,sym -q -g none 2>/dev/null && "
+              "echo '== script' && perf script -i /tmp/p.data -F ip,sym 2>/dev/null "
+              "| head -400")
+    p = kml("run", "--add", "/usr/bin/perf", "--add", f"{prog}:/root/", "--",
+            "sh", "-c", script, timeout=900)
+    assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
+    assert "perf-spin cpl=0" in p.stdout, p.stdout[-3000:]
+    report = p.stdout.split("== report", 1)[1].split("== script", 1)[0]
+    top = [line.split() for line in report.splitlines() if "%" in line][0]
+    # e.g. ['97.30%', 'kml-perf-spin', '[.]', 'kml_perf_hot']
+    assert top[1:] == ["kml-perf-spin", "[.]", "kml_perf_hot"], report
+    assert float(top[0].rstrip("%")) > 50, report
+    chains = p.stdout.split("== script", 1)[1]
+    assert re.search(r"kml_perf_hot\s+\S+\s+kml_perf_caller\s+\S+\s+main", chains), \
+        chains[:3000]
 
 
 def test_bench_prints_every_row():

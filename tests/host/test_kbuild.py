@@ -1,0 +1,92 @@
+"""Unit tests: the kernels built from the series, their configs, the
+choice of test configurations by kernel, and the objtool check."""
+import pytest
+
+from kmltool import cli, kbuild, paths
+from kmltool.paths import KmlError
+
+
+def test_a_later_fragment_overrides_an_earlier_one(tmp_path):
+    base, over, config = tmp_path / "a", tmp_path / "b", tmp_path / ".config"
+    base.write_text("CONFIG_PREEMPT_VOLUNTARY=y\nCONFIG_X=y\n")
+    over.write_text("CONFIG_PREEMPT=y\n# CONFIG_PREEMPT_VOLUNTARY is not set\n")
+    config.write_text("CONFIG_PREEMPT=y\nCONFIG_X=y\n# CONFIG_PREEMPT_VOLUNTARY is not set\n")
+    assert kbuild.check_config([base, over], config) == []
+    assert kbuild.check_config([base], config) == [
+        "CONFIG_PREEMPT_VOLUNTARY=y requested, got CONFIG_PREEMPT_VOLUNTARY=n"]
+    config.write_text("CONFIG_X=y\n")
+    assert kbuild.check_config([base, over], config) == [
+        "CONFIG_PREEMPT=y requested, got CONFIG_PREEMPT=n"]
+
+
+def test_the_debug_kernel_has_its_own_build_directory_and_fragment():
+    d, k = kbuild.kernel("debug"), kbuild.kernel()
+    assert k is kbuild.kernel("default") and k.obj == paths.OBJ
+    assert d.obj != k.obj and d.bzimage != k.bzimage
+    assert d.fragments[0] == k.fragments[0] and len(d.fragments) == 2
+    want = kbuild.parse_fragment(paths.DEBUG_FRAGMENT)
+    for opt in ("CONFIG_PREEMPT", "CONFIG_PROVE_LOCKING", "CONFIG_DEBUG_ENTRY",
+                "CONFIG_DEBUG_VM", "CONFIG_UBSAN_BOUNDS"):
+        assert want[opt] == "y", opt
+    with pytest.raises(KmlError, match="unknown kernel 'nope'"):
+        kbuild.kernel("nope")
+
+
+def test_every_test_configuration_names_a_known_kernel():
+    for name, (smp, append, kernel) in cli.TEST_CONFIGS.items():
+        assert kernel in kbuild.KERNELS, name
+        assert name.startswith("debug-") == (kernel == "debug"), name
+    kernels = {cli.TEST_CONFIGS[c][2] for c in cli.DEFAULT_TEST_CONFIGS}
+    assert kernels == {"default", "debug"}
+    pti = {cli.TEST_CONFIGS[c][1].split()[0] for c in cli.DEFAULT_TEST_CONFIGS
+           if cli.TEST_CONFIGS[c][2] == "debug"}
+    assert pti == {"pti=on", "pti=off"}
+
+
+def parse(*argv):
+    return cli.build_parser().parse_args(list(argv))
+
+
+def test_test_kernel_selects_its_configurations():
+    assert cli.test_configs(parse("test")) == cli.DEFAULT_TEST_CONFIGS
+    debug = cli.test_configs(parse("test", "--kernel", "debug"))
+    assert debug and all(c.startswith("debug-") for c in debug)
+    assert cli.test_configs(parse("test", "--config", "smp2-pti-on")) == ["smp2-pti-on"]
+    with pytest.raises(KmlError, match="boots the default kernel, not --kernel debug"):
+        cli.test_configs(parse("test", "--kernel", "debug", "--config", "smp2-pti-on"))
+
+
+def test_build_and_run_take_a_kernel():
+    assert parse("build").kernel is None
+    assert parse("build", "--kernel", "debug").kernel == "debug"
+    assert parse("run", "--kernel", "debug", "--", "true").kernel == "debug"
+    with pytest.raises(SystemExit):
+        parse("build", "--kernel", "nope")
+
+
+def test_objtool_arguments_follow_the_config(tmp_path):
+    config = tmp_path / ".config"
+    config.write_text("CONFIG_NOINSTR_VALIDATION=y\nCONFIG_MITIGATION_SRSO=y\n")
+    assert kbuild.objtool_vmlinux_args(config) == ["--noinstr", "--unret", "--link",
+                                                    "--dry-run"]
+    config.write_text("CONFIG_NOINSTR_VALIDATION=y\n")
+    assert kbuild.objtool_vmlinux_args(config) == ["--noinstr", "--link", "--dry-run"]
+    config.write_text("CONFIG_DEBUG_ENTRY=y\n")
+    with pytest.raises(KmlError, match="CONFIG_NOINSTR_VALIDATION is not set"):
+        kbuild.objtool_vmlinux_args(config)
+
+
+def test_objtool_warnings_are_picked_out():
+    out = ("  LD      vmlinux.o\n"
+           "vmlinux.o: warning: objtool: kml_entry_fixup+0x2a: call to foo() leaves "
+           ".noinstr.text section\n"
+           "vmlinux.o: warning: objtool: entry_X+0x10: missing VALIDATE_UNRET_END\n")
+    assert kbuild.objtool_warnings(out) == out.splitlines()[1:]
+    assert kbuild.objtool_warnings("  OBJTOOL vmlinux.o\n") == []
+
+
+def test_ccache_is_shared_between_checkouts_unless_the_user_says_otherwise():
+    env = kbuild.ccache_env({"PATH": "/bin"})
+    assert env["CCACHE_BASEDIR"] == str(paths.BUILD) and env["CCACHE_NOHASHDIR"] == "1"
+    assert env["PATH"] == "/bin"
+    assert kbuild.ccache_env({"CCACHE_BASEDIR": "/x"})["CCACHE_BASEDIR"] == "/x"
