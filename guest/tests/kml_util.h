@@ -94,16 +94,20 @@ static inline int kml_in_trusted(void)
 	return !strncmp(exe, "/trusted/", 9);
 }
 
-/* Is this a kml kernel (release ends in -kml, as ./kml builds it)? */
+/*
+ * Is this a kml kernel?  ./kml builds them with a release that ends in
+ * -kml, or in -kml-debug and -kml-defconfig for the other two kernels:
+ * "-kml" after the version, then nothing or one more "-" word.
+ */
 static inline int kml_kernel(void)
 {
 	struct utsname u;
-	size_t n;
+	const char *k;
 
 	if (uname(&u))
 		return 0;
-	n = strlen(u.release);
-	return n > 4 && !strcmp(u.release + n - 4, "-kml");
+	k = strstr(u.release, "-kml");
+	return k && (!k[4] || (k[4] == '-' && k[5] && !strchr(k + 5, '-')));
 }
 
 /*

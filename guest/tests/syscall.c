@@ -1768,7 +1768,7 @@ FIXTURE_SETUP(fuzz)
 {
 	if (!kml_kernel())
 		SKIP(return, "random system calls run only in a kml guest "
-		     "(uname -r ends in -kml), not on a development machine");
+		     "(uname -r ends in -kml, -kml-debug or -kml-defconfig), not on a development machine");
 }
 
 FIXTURE_TEARDOWN(fuzz)
