@@ -155,10 +155,11 @@ PERF_SPIN = r"""
 static volatile unsigned long sink;
 __attribute__((noinline)) void kml_perf_hot(void)
 {
-	for (unsigned long i = 0; i < 60000000UL; i++)
+	for (unsigned long i = 0; i < 100000000UL; i++)
 		sink += i;
 }
-__attribute__((noinline)) void kml_perf_caller(void) { kml_perf_hot(); }
+/* not a tail call: the caller keeps its frame in the chain */
+__attribute__((noinline)) void kml_perf_caller(void) { kml_perf_hot(); sink++; }
 int main(void)
 {
 	unsigned short cs;
@@ -177,25 +178,28 @@ def test_perf_profiles_a_kernel_mode_program(tmp_path):
     the frame-pointer call chain walks back through its caller to main."""
     src, prog = tmp_path / "spin.c", tmp_path / "kml-perf-spin"
     src.write_text(PERF_SPIN)
-    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-static", "-o",
+    # -O0: every function, the leaf included, sets up its frame pointer
+    subprocess.run(["gcc", "-O0", "-g", "-fno-omit-frame-pointer", "-static", "-o",
                     str(prog), str(src)], check=True)
     script = ("cp /root/kml-perf-spin /trusted/ && "
               "perf record -q -e cpu-clock -F 499 -g -o /tmp/p.data "
               "/trusted/kml-perf-spin && "
-              "echo '== report' && perf report -i /tmp/p.data --stdio --no-children "
+              "echo '== report' && perf --no-pager report -i /tmp/p.data --stdio "
+              "--stdio-color never --no-children "
               "--sort dso,sym -q -g none 2>/dev/null && "
-              "echo '== script' && perf script -i /tmp/p.data -F ip,sym 2>/dev/null "
-              "| head -400")
-    p = kml("run", "--add", "/usr/bin/perf", "--add", f"{prog}:/root/", "--",
+              "echo '== script' && perf --no-pager script -i /tmp/p.data -F ip,sym 2>/dev/null "
+              "| grep -A3 kml_perf_hot | head -100")
+    p = kml("run", "--add", "/usr/bin/perf:/usr/bin/", "--add", f"{prog}:/root/", "--",
             "sh", "-c", script, timeout=900)
     assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:])
     assert "perf-spin cpl=0" in p.stdout, p.stdout[-3000:]
-    report = p.stdout.split("== report", 1)[1].split("== script", 1)[0]
+    out = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", p.stdout)     # terminal codes, if any
+    report = out.split("== report", 1)[1].split("== script", 1)[0]
     top = [line.split() for line in report.splitlines() if "%" in line][0]
     # e.g. ['97.30%', 'kml-perf-spin', '[.]', 'kml_perf_hot']
     assert top[1:] == ["kml-perf-spin", "[.]", "kml_perf_hot"], report
     assert float(top[0].rstrip("%")) > 50, report
-    chains = p.stdout.split("== script", 1)[1]
+    chains = out.split("== script", 1)[1]
     assert re.search(r"kml_perf_hot\s+\S+\s+kml_perf_caller\s+\S+\s+main", chains), \
         chains[:3000]
 
