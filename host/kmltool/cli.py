@@ -3,6 +3,7 @@ import argparse
 import os
 import re
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 from kmlverify.cli import main as verify_main
 
 from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
-from . import apps, setup, soak
+from . import apps, package, setup, soak
 from .guestrun import Mode, Spec, Status
 from . import insn, pathlen
 from .paths import KmlError
@@ -37,6 +38,9 @@ TEST_CONFIGS = {
     # kernel-mode system calls take the generic path
     "debug-smp2-pti-on-dks": (2, "pti=on dynamic_kstacks=on", "debug"),
     "debug-smp2-pti-off-dks-reclaim": (2, "pti=off dynamic_kstacks=reclaim", "debug"),
+    # the distribution-style kernel (./kml test --kernel defconfig)
+    "defconfig-smp2-pti-on": (2, "pti=on", "defconfig"),
+    "defconfig-smp2-pti-off-dks-reclaim": (2, "pti=off dynamic_kstacks=reclaim", "defconfig"),
 }
 DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-off-dks",
                         "smp2-pti-off-dks-reclaim", "debug-smp2-pti-on-dks",
@@ -115,7 +119,17 @@ def build_parser():
                    help="copy CMD (a host file, or a program in the guest) into "
                         "/trusted and run it from there, in kernel mode")
     add_kernel_option(p, "boot")
+    p.add_argument("--deb", metavar="FILE",
+                   help="boot the kernel of this image package (./kml package) "
+                        "instead of a built one")
     p.add_argument("argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    text = ("build a kernel of the series as an installable Debian package (the "
+            "kernel's bindeb-pkg, the series recorded in it) into build/packages/")
+    p = sub.add_parser("package", help=text, description=text + ".")
+    p.add_argument("--kernel", choices=sorted(kbuild.KERNELS), default=package.DEFAULT_KERNEL,
+                   help=f"which kernel (default: {package.DEFAULT_KERNEL}, the "
+                        "distribution-style one)")
 
     p = sub.add_parser("test", help="run the test suite (host unit tests and guest tests)")
     p.add_argument("--config", action="append", choices=sorted(TEST_CONFIGS),
@@ -244,14 +258,22 @@ def cmd_run(a):
         host, _ = initramfs.parse_add(spec)
         if not os.path.isfile(host):
             raise KmlError(f"--add {spec}: no such file: {host}")
+    if a.deb and a.kernel:
+        raise KmlError("run: --deb boots the packaged kernel; leave out --kernel")
     adds, stream = list(a.add), True
     if a.kernel_mode:
         argv, extra = kernel_mode_argv(argv)
         adds += extra
         stream = guestrun.Stream(headers=False)
-    res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
-                    timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
-                    disk_fs=a.disk_fs, stream=stream, kernel=kbuild.kernel(a.kernel))
+    with tempfile.TemporaryDirectory(prefix="kml-deb-") as tmp:
+        if a.deb:
+            k = package.kernel_from_deb(a.deb, tmp)
+            say(f"booting {k.release()} from {a.deb}")
+        else:
+            k = kbuild.kernel(a.kernel)
+        res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
+                        timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
+                        disk_fs=a.disk_fs, stream=stream, kernel=k)
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")
@@ -506,6 +528,9 @@ def main(argv):
             return 0
         if a.cmd == "run":
             return cmd_run(a)
+        if a.cmd == "package":
+            package.build_package(a.kernel)
+            return 0
         if a.cmd == "test":
             return cmd_test(a)
         if a.cmd == "bench" and a.apps:

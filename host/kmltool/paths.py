@@ -9,6 +9,7 @@ PATCH_DIR = ROOT / "kernel" / "patches"
 BASE_FILE = ROOT / "kernel" / "BASE"
 CONFIG_FRAGMENT = ROOT / "kernel" / "config" / "kml.config"
 DEBUG_FRAGMENT = ROOT / "kernel" / "config" / "debug.config"
+DEFCONFIG_FRAGMENT = ROOT / "kernel" / "config" / "defconfig.config"
 GUEST_SRC = ROOT / "guest"
 
 TREE = BUILD / "linux"          # scratch git tree: tarball + series as commits

@@ -30,12 +30,15 @@ def test_the_debug_kernel_has_its_own_build_directory_and_fragment():
         assert want[opt] == "y", opt
     with pytest.raises(KmlError, match="unknown kernel 'nope'"):
         kbuild.kernel("nope")
+    dc = kbuild.kernel("defconfig")
+    assert dc.base == ("x86_64_defconfig", "kvm_guest.config") and k.base == ("tinyconfig",)
+    assert kbuild.parse_fragment(paths.DEFCONFIG_FRAGMENT)["CONFIG_KERNEL_MODE_LINUX"] == "y"
 
 
 def test_every_test_configuration_names_a_known_kernel():
     for name, (smp, append, kernel) in cli.TEST_CONFIGS.items():
         assert kernel in kbuild.KERNELS, name
-        assert name.startswith("debug-") == (kernel == "debug"), name
+        assert (name.split("-")[0] if kernel != "default" else "default") == kernel, name
     kernels = {cli.TEST_CONFIGS[c][2] for c in cli.DEFAULT_TEST_CONFIGS}
     assert kernels == {"default", "debug"}
     pti = {cli.TEST_CONFIGS[c][1].split()[0] for c in cli.DEFAULT_TEST_CONFIGS
