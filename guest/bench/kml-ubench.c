@@ -39,6 +39,22 @@
  * mode) is the time from closing the pipe to the last join: the wake-ups
  * of threads whose stacks must first be made whole again.
  *
+ * wake-up latency (with idle-threads): a thread makes its kernel stack
+ * WAKE_KIB deep (the test driver's consume file, where it exists), then
+ * blocks in read() on a pipe.  One wake-up is the time from writing a
+ * byte to that pipe until the thread's answer on a second pipe has been
+ * read; WAKE_TRIALS of them per kind, median and maximum in ns, and the
+ * sleeper's KernelStack (/proc/self/task/TID/status) just before:
+ *   warm       the thread slept only briefly (every mode)
+ *   reclaimed  dynamic_kstacks=reclaim: two passes of the driver's
+ *              reclaim scan took the pages it did not need asleep, and
+ *              try_to_wake_up() maps them back from the per-CPU pool
+ *              before it runs
+ *   deferred   the same, with the driver's "starve TID": the refill finds
+ *              the pools empty and kstackd does it (the slow path)
+ * The last two are left out, with the reason, in the other modes and
+ * without the driver.
+ *
  * The kernel command line (/proc/cmdline) and its dynamic_kstacks=
  * parameter are reported with the results.
  *
@@ -89,6 +105,11 @@
 #define EXIT_EXEC	122		/* execl: an exec failed */
 
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+#define DKS_DEBUGFS	"/sys/kernel/debug/dynamic_kstacks/"
+#define WAKE_TRIALS	15		/* wake-ups per kind */
+#define WAKE_KIB	12		/* kernel stack the sleeper uses */
+#define WAKE_SETTLE_NS	5e9		/* the longest wait for it to sleep */
 
 /* One timed run: ops operations in ns nanoseconds, or why it failed. */
 struct sample {
@@ -148,6 +169,17 @@ static struct {
 	double release_ms;	/* from closing the pipe to the last join */
 	struct mem before, blocked, after;
 } idle;
+
+/* The wake-up latency kinds (see the top of the file) */
+enum { WAKE_WARM, WAKE_RECLAIMED, WAKE_DEFERRED, NWAKE };
+static const char *const wake_names[NWAKE] = { "warm", "reclaimed", "deferred" };
+
+static struct {
+	int ok[NWAKE];			/* measured */
+	char skip[NWAKE][REASON_MAX];	/* why not, if not measured */
+	double median_ns[NWAKE], max_ns[NWAKE];
+	long long asleep_kib[NWAKE];	/* the sleeper's KernelStack */
+} wake;
 
 /* idle-threads: where a failure's reason goes (the first one counts). */
 static char *idle_why(void)
@@ -702,6 +734,192 @@ static void run_idle(void)
 	free(th);
 }
 
+/* ---- wake-up latency --------------------------------------------------- */
+
+/* Write text to a file; 0 or -errno. */
+static int write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY), ret = 0;
+	ssize_t n = (ssize_t)strlen(text);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, n) != n)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* KernelStack of thread tid of this process, in KiB; -1 if absent. */
+static long long task_kstack_kib(pid_t tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+	return proc_value(path, "KernelStack:");
+}
+
+/* Is thread tid asleep (state S)? */
+static int task_asleep(pid_t tid)
+{
+	char path[64], buf[512];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return strstr(buf, ") S ") != NULL;
+}
+
+struct waker {
+	int ping[2], pong[2];
+	atomic_int tid;
+};
+
+/* Make the stack WAKE_KIB deep, sleep, answer; until end of file. */
+static void *wake_thread(void *arg)
+{
+	struct waker *w = arg;
+	char c, kib[16];
+
+	snprintf(kib, sizeof(kib), "%d", WAKE_KIB);
+	atomic_store(&w->tid, gettid());
+	for (;;) {
+		write_text(DKS_DEBUGFS "consume", kib);	/* absent: no matter */
+		if (read(w->ping[0], &c, 1) != 1)
+			return NULL;
+		if (write(w->pong[1], &c, 1) != 1)
+			return (void *)1;
+	}
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Why kind k cannot be measured here, or NULL. */
+static const char *wake_unavailable(int k)
+{
+	if (k == WAKE_WARM)
+		return NULL;
+	if (!reclaim_mode())
+		return "only with dynamic_kstacks=reclaim";
+	if (access(DKS_DEBUGFS "reclaim", W_OK))
+		return "no " DKS_DEBUGFS "reclaim (CONFIG_TEST_DYNAMIC_KSTACKS, debugfs)";
+	return NULL;
+}
+
+/* Wait until the sleeper sleeps, prepare kind k; 0, or -1 with a reason. */
+static int wake_prepare(struct waker *w, int k)
+{
+	double t0 = bench_now_ns();
+	char text[32];
+	int e;
+
+	while (!task_asleep(w->tid)) {
+		if (bench_now_ns() - t0 > WAKE_SETTLE_NS)
+			return fail(idle_why(), "wake-up %s: the thread did not "
+				    "sleep within %.0f s", wake_names[k],
+				    WAKE_SETTLE_NS / 1e9);
+		usleep(1000);
+	}
+	if (k != WAKE_WARM) {
+		/* The first pass marks the pages unused, the second takes them */
+		if ((e = write_text(DKS_DEBUGFS "reclaim", "scan")) ||
+		    (e = write_text(DKS_DEBUGFS "reclaim", "scan")))
+			return fail(idle_why(), "wake-up %s: reclaim scan: %s",
+				    wake_names[k], strerror(-e));
+	}
+	if (k == WAKE_DEFERRED) {
+		snprintf(text, sizeof(text), "starve %d", (int)w->tid);
+		e = write_text(DKS_DEBUGFS "reclaim", text);
+		if (e)
+			return fail(idle_why(), "wake-up deferred: %s: %s", text,
+				    strerror(-e));
+	}
+	wake.asleep_kib[k] = task_kstack_kib(w->tid);
+	return 0;
+}
+
+/* WAKE_TRIALS wake-ups of kind k; 0, or -1 with a reason. */
+static int wake_trials(struct waker *w, int k)
+{
+	double t[WAKE_TRIALS], t0;
+	char c = 'w';
+	int i;
+
+	for (i = 0; i < WAKE_TRIALS; i++) {
+		if (wake_prepare(w, k))
+			return -1;
+		t0 = bench_now_ns();
+		if (write(w->ping[1], &c, 1) != 1 || read(w->pong[0], &c, 1) != 1)
+			return fail(idle_why(), "wake-up %s: pipe: %s",
+				    wake_names[k], strerror(errno));
+		t[i] = bench_now_ns() - t0;
+	}
+	qsort(t, WAKE_TRIALS, sizeof(t[0]), cmp_double);
+	wake.median_ns[k] = t[WAKE_TRIALS / 2];
+	wake.max_ns[k] = t[WAKE_TRIALS - 1];
+	wake.ok[k] = 1;
+	return 0;
+}
+
+static void run_wake(void)
+{
+	struct waker w = { .tid = 0 };
+	const char *why;
+	pthread_t th;
+	void *ret;
+	int k, e;
+
+	if (pipe(w.ping) || pipe(w.pong)) {
+		fail(idle_why(), "wake-up: pipe: %s", strerror(errno));
+		idle.ok = 0;
+		return;
+	}
+	e = pthread_create(&th, NULL, wake_thread, &w);
+	if (e) {
+		fail(idle_why(), "wake-up: pthread_create: %s", strerror(e));
+		idle.ok = 0;
+		return;
+	}
+	while (!atomic_load(&w.tid))
+		usleep(1000);
+	for (k = 0; k < NWAKE; k++) {
+		why = wake_unavailable(k);
+		if (why) {
+			snprintf(wake.skip[k], sizeof(wake.skip[k]), "%s", why);
+			continue;
+		}
+		if (wake_trials(&w, k)) {
+			idle.ok = 0;
+			break;
+		}
+	}
+	if (reclaim_mode() && !wake_unavailable(WAKE_DEFERRED))
+		write_text(DKS_DEBUGFS "reclaim", "starve 0");
+	close(w.ping[1]);
+	e = pthread_join(th, &ret);
+	if (e || ret) {
+		fail(idle_why(), "wake-up: the thread %s", e ? strerror(e) :
+		     "could not answer");
+		idle.ok = 0;
+	}
+	close(w.ping[0]);
+	close(w.pong[0]);
+	close(w.pong[1]);
+}
+
 /* ---- output ----------------------------------------------------------- */
 
 static const char *dyn_text(void)
@@ -803,6 +1021,22 @@ static void print_md(FILE *f, const struct result *res)
 	md_mem_row(f, "nr_dynamic_stack_pages (KiB)", &idle.before,
 		   &idle.blocked, &idle.after, 1,
 		   sysconf(_SC_PAGESIZE) / 1024.0);
+	fprintf(f, "\n## Wake-up latency of a sleeper (%d KiB of kernel stack "
+		"used, %d wake-ups per kind)\n\n| Kind | median (us) | max (us) "
+		"| its KernelStack asleep (KiB) |\n|---|---:|---:|---:|\n",
+		WAKE_KIB, WAKE_TRIALS);
+	for (int k = 0; k < NWAKE; k++) {
+		if (wake.ok[k] && wake.asleep_kib[k] >= 0)
+			fprintf(f, "| %s | %.1f | %.1f | %lld |\n", wake_names[k],
+				wake.median_ns[k] / 1e3, wake.max_ns[k] / 1e3,
+				wake.asleep_kib[k]);
+		else if (wake.ok[k])
+			fprintf(f, "| %s | %.1f | %.1f | absent |\n", wake_names[k],
+				wake.median_ns[k] / 1e3, wake.max_ns[k] / 1e3);
+		else
+			fprintf(f, "| %s | %s | | |\n", wake_names[k],
+				wake.skip[k][0] ? wake.skip[k] : "FAILED");
+	}
 	fputc('\n', f);
 }
 
@@ -868,7 +1102,21 @@ static void write_idle_json(FILE *f)
 		   m1->dyn_pages, 1);
 	json_delta(f, "dynamic_stack_pages_returned", m2->dyn_pages,
 		   m1->dyn_pages, 1);
-	fputc('}', f);
+	fprintf(f, ", \"wake_latency\": {\"trials\": %d, \"stack_kib\": %d",
+		WAKE_TRIALS, WAKE_KIB);
+	for (int k = 0; k < NWAKE; k++) {
+		fprintf(f, ", \"%s\": {\"status\": \"%s\", \"reason\": ",
+			wake_names[k], wake.ok[k] ? "ok" :
+			wake.skip[k][0] ? "skipped" : "failed");
+		bench_json_str(f, wake.ok[k] ? NULL : wake.skip[k][0] ?
+			       wake.skip[k] : idle.reason);
+		bench_json_num(f, "median_ns", wake.median_ns[k], wake.ok[k]);
+		bench_json_num(f, "max_ns", wake.max_ns[k], wake.ok[k]);
+		json_ll(f, "asleep_kernel_stack_kib",
+			wake.ok[k] ? wake.asleep_kib[k] : -1);
+		fputc('}', f);
+	}
+	fputs("}}", f);
 }
 
 static void write_json(FILE *f, const struct result *res)
@@ -1119,6 +1367,8 @@ static int run_idle_threads(void)
 	if (opt.verbose)
 		fprintf(stderr, "%s: %d threads ...\n", IDLE_NAME, opt.threads);
 	run_idle();
+	if (idle.ok)
+		run_wake();
 	if (!idle.ok) {
 		fprintf(stderr, "%s: %s: %s\n", bench_prog, IDLE_NAME,
 			idle.reason);

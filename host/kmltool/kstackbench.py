@@ -17,15 +17,19 @@ a fixed duration) and the kernel-stack memory of N idle threads
 with the threads blocked -- in the reclaim boot once the reclaim passes
 have taken their unused pages -- and after they are joined), and how
 long releasing them takes (release_ms: in the reclaim boot every wake-up
-must first make a stack whole).  Its JSON comes back in its result block
-(guestrun.py); one run spec per boot (BOOTS).
+must first make a stack whole), and the wake-up latency of one sleeper:
+warm, after a reclaim pass took its pages (refilled from the per-CPU
+pool), and with that refill forced onto kstackd (the slow path).  Its
+JSON comes back in its result block (guestrun.py); one run spec per boot
+(BOOTS).
 
 The host checks each boot (console verdict, kml-ubench's exit status and
 JSON, that the command line has dynamic_kstacks=on exactly in the "on"
 boot and dynamic_kstacks=reclaim exactly in the "reclaim" boot) and
 prints one table: each test's ops/s in the three boots and the ratios
 to off; the KernelStack growth for N idle threads, per thread, the
-savings, and the release times (report.kstack_markdown).
+savings, the release times and the wake-up latencies
+(report.kstack_markdown).
 """
 import shlex
 
@@ -156,7 +160,26 @@ def _memory(idle):
             "dynamic_stack_pages_delta": dyn,
             "dynamic_stack_delta_kib": dyn * page_kib if dyn is not None else None,
             "reclaim_ms": number(idle.get("reclaim_ms")),
-            "release_ms": number(idle.get("release_ms"))}
+            "release_ms": number(idle.get("release_ms")),
+            "wake": _wake(idle.get("wake_latency") or {})}
+
+
+WAKE_KINDS = ("warm", "reclaimed", "deferred")
+
+
+def _wake(w):
+    """The wake-up latency of one boot: {kind: {status, reason, median_ns,
+    max_ns, asleep_kib}} for warm, reclaimed, deferred (kml-ubench)."""
+    out = {}
+    for kind in WAKE_KINDS:
+        k = w.get(kind) or {}
+        out[kind] = {"status": k.get("status"), "reason": k.get("reason"),
+                     "median_ns": number(k.get("median_ns")),
+                     "max_ns": number(k.get("max_ns")),
+                     "asleep_kib": number(k.get("asleep_kernel_stack_kib"))}
+    out["trials"] = number(w.get("trials"))
+    out["stack_kib"] = number(w.get("stack_kib"))
+    return out
 
 
 def combine(docs, appends=None):

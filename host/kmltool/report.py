@@ -277,10 +277,30 @@ def kstack_markdown(d):
     out.append(f"| waking and joining the {n} idle threads (ms) | "
                f"{ms(off.get('release_ms'))} | {ms(on.get('release_ms'))} | "
                f"{ms(rec.get('release_ms'))} | | | |")
+
+    def wk(m, kind):
+        """median / max of one boot's wake-ups of a kind, in µs, or –."""
+        w = ((m or {}).get("wake") or {}).get(kind) or {}
+        if w.get("median_ns") is None or w.get("max_ns") is None:
+            return "–"
+        return f"{w['median_ns'] / 1e3:.0f} / {w['max_ns'] / 1e3:.0f}"
+
+    wake = (off.get("wake") or {})
+    trials = f"{wake['trials']:.0f} wake-ups" if wake.get("trials") else "wake-ups"
+    for kind, text in (("warm", "a sleeper that just ran"),
+                       ("reclaimed", "a sleeper whose stack pages were reclaimed (refill "
+                                     "from the per-CPU pool)"),
+                       ("deferred", "such a sleeper when the pools are empty (refill left to "
+                                    "kstackd)")):
+        out.append(f"| wake-up of {text}, median / max of {trials} (µs) | "
+                   f"{wk(off, kind)} | {wk(on, kind)} | {wk(rec, kind)} | | | |")
     out += ["", "on/off, reclaim/off: that boot's figure / the off boot's (ops/s above 1: "
             "faster than with whole stacks). Saving: (off - x) / off of the KernelStack "
             "growth, for on / reclaim. absent: the kernel does not report the counter; "
-            "–: no figure (the reclaim boot did not run, or a test failed).", ""]
+            "–: no figure (the reclaim boot did not run, a test failed, or the kind "
+            "exists only with dynamic_kstacks=reclaim). A wake-up: from writing to the "
+            "pipe the sleeper (12 KiB of kernel stack used) blocks on to reading its "
+            "answer.", ""]
     out += notes_lines(d.get("notes"))
     return "\n".join(out).rstrip() + "\n"
 

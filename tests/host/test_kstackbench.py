@@ -25,6 +25,12 @@ TESTS = [("syscall", "System Call Overhead", "loops"),
          ("execl", "Execl Throughput", "execs")]
 
 
+def wake(status, median=None, mx=None, reason=None):
+    """One kind of kml-ubench's wake-up latency."""
+    return {"status": status, "reason": reason, "median_ns": median, "max_ns": mx,
+            "asleep_kernel_stack_kib": 8 if median else None}
+
+
 def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulated=True,
                accel="tcg", threads=1000, failed=None, reclaim=False):
     """A kml-ubench JSON document: each test's median is ops x its index
@@ -56,7 +62,13 @@ def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulate
             "kernel_stack_delta_kib": bl - b, "kernel_stack_per_thread_kib": (bl - b) / threads,
             "kernel_stack_returned_kib": bl - a,
             "dynamic_stack_pages_delta": d1 - d0 if dyn else None,
-            "dynamic_stack_pages_returned": d1 - d2 if dyn else None}
+            "dynamic_stack_pages_returned": d1 - d2 if dyn else None,
+            "wake_latency": {"trials": 15, "stack_kib": 12,
+                             "warm": wake("ok", 50e3, 90e3),
+                             "reclaimed": wake("ok", 70e3, 120e3) if reclaim else
+                             wake("skipped", reason="only with dynamic_kstacks=reclaim"),
+                             "deferred": wake("ok", 400e3, 900e3) if reclaim else
+                             wake("skipped", reason="only with dynamic_kstacks=reclaim")}}
     return {"schema": "kml-ubench/1", "label": "ubench", "accel": accel,
             "emulated": emulated, "cpu": "fake", "ncpus": 2, "kernel": "6.12.117-kml",
             "cmdline": cmdline, "dynamic_kstacks": mode,
@@ -267,6 +279,14 @@ def test_combine_with_reclaim():
     assert ("| KernelStack growth, 1000 idle threads (KiB) | 16000 | 4000 | 8000 | 0.25 "
             "| 0.50 | saving 75.0% / 50.0% |") in md
     assert "| waking and joining the 1000 idle threads (ms) | 40 | 40 | 40 | | | |" in md
+    assert m["reclaim"]["wake"]["deferred"]["max_ns"] == 900e3
+    assert m["on"]["wake"]["reclaimed"]["status"] == "skipped"
+    assert ("| wake-up of a sleeper that just ran, median / max of 15 wake-ups (µs) "
+            "| 50 / 90 | 50 / 90 | 50 / 90 | | | |") in md
+    assert ("| wake-up of a sleeper whose stack pages were reclaimed (refill from the "
+            "per-CPU pool), median / max of 15 wake-ups (µs) | – | – | 70 / 120 | | | |") in md
+    assert ("| wake-up of such a sleeper when the pools are empty (refill left to kstackd), "
+            "median / max of 15 wake-ups (µs) | – | – | 400 / 900 | | | |") in md
 
 
 def test_combine_notes_and_missing_boot():
@@ -353,6 +373,14 @@ def test_real_ubench_json_and_table(ubench, tmp_path):
     assert isinstance(doc["dynamic_kstacks_on"], bool)
     assert doc["dynamic_kstacks_reclaim"] is False
     assert idle["reclaim_ms"] is None and idle["release_ms"] >= 0
+    w = idle["wake_latency"]
+    assert (w["trials"], w["stack_kib"]) == (15, 12)
+    assert w["warm"]["status"] == "ok", w
+    assert w["warm"]["max_ns"] >= w["warm"]["median_ns"] > 0
+    for kind in ("reclaimed", "deferred"):     # not a reclaim boot
+        assert w[kind]["status"] == "skipped" and "reclaim" in w[kind]["reason"]
+        assert w[kind]["median_ns"] is None
+    assert "## Wake-up latency of a sleeper (12 KiB of kernel stack used" in p.stdout
     assert "| Test | UnixBench | op | ops/s (median) | min | max |" in p.stdout
     assert "## Kernel stack memory: 20 idle threads" in p.stdout
     # what the host makes of it
