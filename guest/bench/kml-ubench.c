@@ -52,6 +52,8 @@
  *              before it runs
  *   deferred   the same, with the driver's "starve TID": the refill finds
  *              the pools empty and kstackd does it (the slow path)
+ * Each reclaimed (deferred) wake-up must raise /proc/vmstat's
+ * nr_dynamic_stack_wake_refills (_deferred), or the run fails.
  * The last two are left out, with the reason, in the other modes and
  * without the driver.
  *
@@ -851,21 +853,39 @@ static int wake_prepare(struct waker *w, int k)
 	return 0;
 }
 
+/*
+ * The /proc/vmstat counter a wake-up of kind k must raise: each reclaimed
+ * sleeper is refilled in try_to_wake_up(), each starved one by kstackd.
+ */
+static const char *const wake_counter[NWAKE] = {
+	[WAKE_RECLAIMED] = "nr_dynamic_stack_wake_refills",
+	[WAKE_DEFERRED] = "nr_dynamic_stack_wake_deferred",
+};
+
 /* WAKE_TRIALS wake-ups of kind k; 0, or -1 with a reason. */
 static int wake_trials(struct waker *w, int k)
 {
+	const char *counter = wake_counter[k];
 	double t[WAKE_TRIALS], t0;
+	long long before, now;
 	char c = 'w';
 	int i;
 
 	for (i = 0; i < WAKE_TRIALS; i++) {
 		if (wake_prepare(w, k))
 			return -1;
+		before = counter ? proc_value("/proc/vmstat", counter) : 0;
 		t0 = bench_now_ns();
 		if (write(w->ping[1], &c, 1) != 1 || read(w->pong[0], &c, 1) != 1)
 			return fail(idle_why(), "wake-up %s: pipe: %s",
 				    wake_names[k], strerror(errno));
 		t[i] = bench_now_ns() - t0;
+		/* Not the path it is named after: its time would mislead */
+		now = counter ? proc_value("/proc/vmstat", counter) : 0;
+		if (counter && (before < 0 || now <= before))
+			return fail(idle_why(), "wake-up %s: %s did not grow "
+				    "(%lld -> %lld)", wake_names[k], counter,
+				    before, now);
 	}
 	qsort(t, WAKE_TRIALS, sizeof(t[0]), cmp_double);
 	wake.median_ns[k] = t[WAKE_TRIALS / 2];
