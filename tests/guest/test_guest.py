@@ -472,6 +472,35 @@ def test_dynamic_kstacks_without_kernel_mode_processes():
     assert faults > 0
 
 
+@pytest.mark.parametrize("off", [True, False])
+def test_kml_disabled_at_boot_admits_nobody(off):
+    """Where kml is disabled at boot -- kml=off here; FRED event delivery,
+    a Xen PV guest or an SEV-ES/SNP or TDX guest take the same path
+    (kml_early_init(), patch 0031), but none of them runs under TCG --
+    the console says so, kernel.kml_enabled reads 0 and refuses to be
+    set, and a program in /trusted runs as an ordinary process.  The
+    boot without kml=off is the control (where writing 1 changes nothing)."""
+    script = ("cat /proc/sys/kernel/kml_enabled; "
+              "if (echo 1 > /proc/sys/kernel/kml_enabled) 2>/dev/null; then echo write-ok; "
+              "else echo write-refused; fi; "
+              "mkdir -p /trusted && cp /usr/bin/kml-probe /trusted/ && "
+              "/trusted/kml-probe info; dmesg | grep 'kml: '")
+    res = qemu.boot(["sh", "-c", script], smp=2, mem=GUEST_MEM,
+                    append="kml=off" if off else "", timeout=120, stream=False)
+    assert res.verdict() is None, res.verdict()
+    out = res.output.decode(errors="replace")
+    lines = out.split()
+    if off:
+        assert lines[:2] == ["0", "write-refused"], out
+        assert "cpl=3" in out and "kernelmode=0" in out, out
+        assert "kml: disabled on the command line" in out, out
+        assert "kernel-mode processes enabled" not in out, out
+    else:
+        assert lines[:2] == ["1", "write-ok"], out
+        assert "cpl=0" in out and "kernelmode=1" in out, out
+        assert "kml: disabled" not in out, out
+
+
 @pytest.mark.parametrize("bug", ["retbleed=force", None])
 def test_dynamic_kstacks_refused_where_entry_barriers_come_first(bug):
     """On a CPU affected by Retbleed (forced here), the IST stubs' RETs
