@@ -95,6 +95,32 @@ static inline int kml_in_trusted(void)
 }
 
 /*
+ * Did the kernel boot with kml=all (every program in kernel mode)?  The
+ * last kml= on the command line counts, as for the kernel.  1, 0, or -1
+ * if the command line cannot be read.
+ */
+static inline int kml_all_mode(void)
+{
+	char line[4096], *tok, *save, *last = NULL;
+
+	if (kml_read_file("/proc/cmdline", line, sizeof(line)) < 0)
+		return -1;
+	for (tok = strtok_r(line, " \n", &save); tok;
+	     tok = strtok_r(NULL, " \n", &save))
+		if (!strncmp(tok, "kml=", 4))
+			last = tok + 4;
+	return last && !strcmp(last, "all");
+}
+
+/* Should this program run in kernel mode?  1, 0, or -1 on error. */
+static inline int kml_expect_kernel_mode(void)
+{
+	int all = kml_all_mode();
+
+	return all ? all : kml_in_trusted();
+}
+
+/*
  * Is this a kml kernel?  ./kml builds them with a release that ends in
  * -kml, or in -kml-debug and -kml-defconfig for the other two kernels:
  * "-kml" after the version, then nothing or one more "-" word.

@@ -33,11 +33,13 @@
 
 TEST(mode_is_as_expected)
 {
-	int trusted = kml_in_trusted();
+	int trusted = kml_in_trusted(), kernel = kml_expect_kernel_mode();
 
 	ASSERT_GE(trusted, 0);
-	TH_LOG("cpl %d, from %s", kml_cpl(), trusted ? "/trusted" : "elsewhere");
-	ASSERT_EQ(trusted ? 0 : 3, kml_cpl());
+	ASSERT_GE(kernel, 0);
+	TH_LOG("cpl %d, from %s%s", kml_cpl(), trusted ? "/trusted" : "elsewhere",
+	       kml_all_mode() == 1 ? ", kml=all" : "");
+	ASSERT_EQ(kernel ? 0 : 3, kml_cpl());
 }
 
 /* Faults kill only the process, with the usual signal. */
@@ -222,7 +224,7 @@ TEST(fork_vfork_exit_status)
 
 	ASSERT_GE(pid, 0);
 	if (pid == 0)
-		_exit(kml_cpl() == (kml_in_trusted() ? 0 : 3) ? 11 : 1);
+		_exit(kml_cpl() == (kml_expect_kernel_mode() ? 0 : 3) ? 11 : 1);
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_EQ(11, WEXITSTATUS(status));
 
@@ -264,6 +266,39 @@ TEST(execve_user_and_trusted_images)
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	ASSERT_EQ(5, WEXITSTATUS(status));
+}
+
+/*
+ * The mode /bin/sh (outside /trusted) gets: 1 kernel, 0 user, else an
+ * error.  With no_new_privs it asked to stay confined: user mode always.
+ */
+static int sh_kernel_mode(int no_new_privs)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		if (no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+			_exit(126);
+		execl("/bin/sh", "sh", "-c",
+		      "grep -q '^KernelMode:.1$' /proc/self/status", NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		return -1;
+	return WEXITSTATUS(status) == 0 ? 1 : WEXITSTATUS(status) == 1 ? 0 : -1;
+}
+
+/* Outside /trusted: kernel mode only with kml=all, never when confined */
+TEST(exec_outside_trusted_takes_the_boot_mode)
+{
+	int all = kml_all_mode();
+
+	ASSERT_GE(all, 0);
+	ASSERT_EQ(all, sh_kernel_mode(0));
+	ASSERT_EQ(0, sh_kernel_mode(1));
 }
 
 TEST(mmap_mprotect_munmap_brk)

@@ -472,6 +472,49 @@ def test_dynamic_kstacks_without_kernel_mode_processes():
     assert faults > 0
 
 
+PROCESS_TESTS = len(re.findall(r"^TEST(?:_SIGNAL)?\(", (GUEST_TESTS / "process.c").read_text(),
+                                re.M))
+
+
+@pytest.mark.parametrize("pti", ["pti=on", "pti=off"])
+def test_kml_all_runs_every_process_in_kernel_mode(pti):
+    """kml=all (appliance mode): init, the shell, both ends of a pipeline,
+    forked children and programs exec'd from anywhere -- static and
+    dynamically linked -- run at CPL 0; the process tests pass there
+    (their faults kill only the faulting child, and a child that set
+    no_new_privs execs in user mode); the console warns that processes
+    are not protected."""
+    script = ("grep '^KernelMode:' /proc/1/status; "
+              "grep '^KernelMode:' /proc/self/status | cat; "
+              "kml-probe info; kml-probe fork-info; "
+              "kml-probe exec /usr/bin/kml-probe info; "
+              "kml-hello-dyn appliance; "
+              "/usr/lib/kml/tests/process > /tmp/process.tap 2>&1; "
+              "echo process-exit=$?; grep -c '^ok ' /tmp/process.tap; "
+              "grep '^not ok' /tmp/process.tap; "
+              "dmesg | grep 'kml'")
+    res = qemu.boot(["sh", "-c", script], smp=2, mem=GUEST_MEM,
+                    append=f"kml=all {pti}", timeout=600, stream=False,
+                    disk_mib=GUEST_DISK_MIB)
+    assert res.verdict() is None, res.verdict()
+    out = res.output.decode(errors="replace")
+    lines = out.splitlines()
+    assert lines[:2] == ["KernelMode:\t1", "KernelMode:\t1"], out
+    probes = [line for line in lines if line.startswith("cpl=")]
+    assert len(probes) == 3 and all(p.startswith("cpl=0 ") and p.endswith("kernelmode=1")
+                                    for p in probes), out
+    assert re.search(r"^hello from glibc \S+ appliance$", out, re.M), out
+    # no secure exec: the caller already runs at CPL 0
+    assert all(" secure=0 " in p for p in probes), out
+    assert "process-exit=0" in out and "not ok" not in out, out
+    # every test ran: the paging test too (the disk), none skipped
+    assert int(out.split("process-exit=0", 1)[1].split()[0]) == PROCESS_TESTS, out
+    assert "# SKIP" not in out, out
+    assert ("kml=all: every user process runs at CPL 0; processes are not "
+            "protected from each other or from the kernel") in out, out
+    assert "kernel-mode processes enabled for every program" in out, out
+
+
 @pytest.mark.parametrize("off", [True, False])
 def test_kml_disabled_at_boot_admits_nobody(off):
     """Where kml is disabled at boot -- kml=off here; FRED event delivery,
