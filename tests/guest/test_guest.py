@@ -476,6 +476,10 @@ PROCESS_TESTS = len(re.findall(r"^TEST(?:_SIGNAL)?\(", (GUEST_TESTS / "process.c
                                 re.M))
 
 
+SYSCTL = "/proc/sys/kernel/"
+SELF_MODE = "sh -c \"grep '^KernelMode:' /proc/self/status\""
+
+
 @pytest.mark.parametrize("pti", ["pti=on", "pti=off"])
 def test_kml_all_runs_every_process_in_kernel_mode(pti):
     """kml=all (appliance mode): init, the shell, both ends of a pipeline,
@@ -483,7 +487,8 @@ def test_kml_all_runs_every_process_in_kernel_mode(pti):
     dynamically linked -- run at CPL 0; the process tests pass there
     (their faults kill only the faulting child, and a child that set
     no_new_privs execs in user mode); the console warns that processes
-    are not protected."""
+    are not protected.  kernel.kml_enabled=0 and kml_require_mark=1
+    (busybox has no mark) still send an exec to user mode."""
     script = ("grep '^KernelMode:' /proc/1/status; "
               "grep '^KernelMode:' /proc/self/status | cat; "
               "kml-probe info; kml-probe fork-info; "
@@ -492,6 +497,11 @@ def test_kml_all_runs_every_process_in_kernel_mode(pti):
               "/usr/lib/kml/tests/process > /tmp/process.tap 2>&1; "
               "echo process-exit=$?; grep -c '^ok ' /tmp/process.tap; "
               "grep '^not ok' /tmp/process.tap; "
+              # what still applies: the switch, and marks when required
+              f"echo 0 > {SYSCTL}kml_enabled; {SELF_MODE} | sed s/^/disabled-/; "
+              f"echo 1 > {SYSCTL}kml_enabled; echo 1 > {SYSCTL}kml_require_mark; "
+              f"{SELF_MODE} | sed s/^/unmarked-/; echo 0 > {SYSCTL}kml_require_mark; "
+              f"{SELF_MODE} | sed s/^/again-/; "
               "dmesg | grep 'kml'")
     res = qemu.boot(["sh", "-c", script], smp=2, mem=GUEST_MEM,
                     append=f"kml=all {pti}", timeout=600, stream=False,
@@ -513,6 +523,10 @@ def test_kml_all_runs_every_process_in_kernel_mode(pti):
     assert ("kml=all: every user process runs at CPL 0; processes are not "
             "protected from each other or from the kernel") in out, out
     assert "kernel-mode processes enabled for every program" in out, out
+    for line in ("disabled-KernelMode:\t0", "unmarked-KernelMode:\t0",
+                 "again-KernelMode:\t1"):
+        assert line in lines, out
+    assert "/bin/busybox runs in user mode: it carries no verification mark" in out, out
 
 
 @pytest.mark.parametrize("off", [True, False])
