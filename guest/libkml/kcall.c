@@ -75,6 +75,20 @@ const char *kml_kcall_strerror(int err)
 		       "result could not be stored (then the function ran)";
 	case EPROTO:
 		return "unexpected result from arch_prctl(ARCH_KML_KERNELCALL)";
+	case ENOENT:
+		return "no kernel symbol of that name";
+	case ENOTUNIQ:
+		return "several kernel symbols of that name: ambiguous";
+	case E2BIG:
+		return "the function has more than six parameters";
+	case ENOSPC:
+		return "this process has opened the most handles it may";
+	case EBADF:
+		return "no such handle in this process";
+	case ENOSYS:
+		return "this kernel has no __vdso_kml_kcall";
+	case EOPNOTSUPP:
+		return "this kernel has no BTF to check functions against";
 	default:
 		return strerror(err);
 	}

@@ -56,6 +56,12 @@ extern "C" {
 #ifndef ARCH_KML_KERNELCALL
 #define ARCH_KML_KERNELCALL	0x6001
 #endif
+#ifndef ARCH_KML_KFUNC_OPEN
+#define ARCH_KML_KFUNC_OPEN	0x6002
+#endif
+#ifndef KML_KFUNC_MAX
+#define KML_KFUNC_MAX		64	/* handles per process */
+#endif
 
 /* Same layout as the kernel's struct kml_kernelcall. */
 struct kml_kcall_block {
@@ -102,7 +108,39 @@ long kml_kernelcall6(const void *fn, unsigned long a1, unsigned long a2,
 #define kml_kernelcall(fn, ...) \
 	KML__CAT(KML__KE, KML__NARGS(__VA_ARGS__))(fn, ##__VA_ARGS__)
 
-/* What a kml_kcall() error means, in words (for messages). */
+/* ---- handles: validate once, call at function-call cost ----------- */
+
+/*
+ * Open the kernel function called name: the kernel checks once that it
+ * is exactly one symbol, the entry of a C function (BTF) in the core
+ * kernel text outside the entry code, with at most six parameters, and
+ * returns a handle (>= 0), the same one for the same function.  Handles
+ * belong to the process: threads share them, fork copies them, execve
+ * drops them; at most KML_KFUNC_MAX.  Errors: -EPERM (not in kernel
+ * mode), -ENOENT (no such symbol), -ENOTUNIQ (several symbols of that
+ * name), -EINVAL (not a callable C function: data, an assembly entry
+ * point, entry or noinstr code, init text, a module), -E2BIG (more than
+ * six parameters), -ENOSPC (table full), -EOPNOTSUPP (kernel without
+ * BTF), -ENAMETOOLONG, -EFAULT.
+ */
+int kml_kfunc_open(const char *name);
+
+/*
+ * Call the function behind handle h with six arguments, without a system
+ * call (the vDSO's __vdso_kml_kcall enters the kernel directly).  Returns
+ * 0 and stores the function's value in *ret (if ret is not NULL), or
+ * -EBADF (no such handle in this process), -EPERM (not in kernel mode),
+ * -ENOSYS (kernel without __vdso_kml_kcall).  Never touches errno.
+ */
+int kml_kfcall6(int h, unsigned long *ret, unsigned long a1,
+		unsigned long a2, unsigned long a3, unsigned long a4,
+		unsigned long a5, unsigned long a6);
+
+/* Variadic front end for 0..6 arguments: kml_kfcall(h, &ret, a, b) */
+#define kml_kfcall(h, ret, ...) \
+	KML__CAT(KML__KF, KML__NARGS(__VA_ARGS__))(h, ret, ##__VA_ARGS__)
+
+/* What a kml_kcall(), kml_kfunc_open() or kml_kfcall() error means. */
 const char *kml_kcall_strerror(int err);
 
 /*
@@ -222,6 +260,21 @@ const char *kml_klib_error(void);
 #define KML__KC6(r, f, a, b, c, d, e, g) \
 	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
 		   KML__A(d), KML__A(e), KML__A(g))
+
+#define KML__KF0(h, r) kml_kfcall6(h, r, 0, 0, 0, 0, 0, 0)
+#define KML__KF1(h, r, a) kml_kfcall6(h, r, KML__A(a), 0, 0, 0, 0, 0)
+#define KML__KF2(h, r, a, b) \
+	kml_kfcall6(h, r, KML__A(a), KML__A(b), 0, 0, 0, 0)
+#define KML__KF3(h, r, a, b, c) \
+	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), 0, 0, 0)
+#define KML__KF4(h, r, a, b, c, d) \
+	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), KML__A(d), 0, 0)
+#define KML__KF5(h, r, a, b, c, d, e) \
+	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), KML__A(d), \
+		    KML__A(e), 0)
+#define KML__KF6(h, r, a, b, c, d, e, g) \
+	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), KML__A(d), \
+		    KML__A(e), KML__A(g))
 
 #define KML__KE0(f) kml_kernelcall6(KML__F(f), 0, 0, 0, 0, 0, 0)
 #define KML__KE1(f, a) kml_kernelcall6(KML__F(f), KML__A(a), 0, 0, 0, 0, 0)

@@ -35,7 +35,8 @@ def test_libkml_archive_members(out):
     p = subprocess.run(["ar", "t", str(out / "libkml" / "libkml.a")],
                        capture_output=True, text=True, check=True)
     assert p.stdout.split() == ["syscall.o", "vdso.o", "auxv.o", "errno.o",
-                                "kcall.o", "ksym.o", "klib_err.o", "btf.o"]
+                                "kcall.o", "kfunc.o", "kfcall.o", "ksym.o", "klib_err.o",
+                                "btf.o"]
     # the core must not need a C library (it goes into nolibc programs)
     for member in ("syscall.o", "vdso.o"):
         nm = subprocess.run(["nm", "-u", str(out / "libkml" / member)],
