@@ -6,8 +6,11 @@
  * Each operation (getppid, read of one byte from /dev/zero, write of one
  * byte to /dev/null, futex wake without waiters, pipe round trip: write
  * one byte and read it back) enters the kernel at an instruction of its
- * own (pathlen-sites.S): the `syscall` instruction (--path syscall) or the
- * `call` of __vdso_kml_syscall (--path call).  The program
+ * own (pathlen-sites.S): the `syscall` instruction (--path syscall), the
+ * `call` of __vdso_kml_syscall (--path call), or the `call` of
+ * __vdso_kml_kcall with a handle to the kernel function that does the
+ * operation's work (--path kfunc: __do_sys_getppid, ksys_read,
+ * ksys_write, futex_wake).  The program
  *
  *   1. warms up: every operation --warmup times, results checked;
  *   2. prints one line on standard error,
@@ -38,25 +41,31 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "bench_util.h"
 
 #include "kml.h"
+#include "kml_klib.h"
 
 #define SCHEMA		"kml-pathlen/1"
+/* FLAGS_SIZE_32 of the kernel's kernel/futex/futex.h (not a uapi value) */
+#define PL_FLAGS_SIZE_32	0x02
 #define VULN_DIR	"/sys/devices/system/cpu/vulnerabilities"
 
-enum { PATH_SYSCALL, PATH_CALL, NPATH };
-static const char *const path_name[NPATH] = { "syscall", "call" };
+enum { PATH_SYSCALL, PATH_CALL, PATH_KFUNC, NPATH };
+static const char *const path_name[NPATH] = { "syscall", "call", "kfunc" };
 
 typedef long (*site_fn)(long, long, long);
 
 #define SITE_DECL(op) \
 	long pl_##op##_syscall(long, long, long); \
 	long pl_##op##_call(long, long, long); \
+	long pl_##op##_kfunc(long, long, long); \
 	extern const char pl_##op##_syscall_at[], pl_##op##_syscall_end[]; \
-	extern const char pl_##op##_call_at[], pl_##op##_call_end[]
+	extern const char pl_##op##_call_at[], pl_##op##_call_end[]; \
+	extern const char pl_##op##_kfunc_at[], pl_##op##_kfunc_end[]
 SITE_DECL(getppid);
 SITE_DECL(read);
 SITE_DECL(write);
@@ -64,12 +73,15 @@ SITE_DECL(futex_wake);
 SITE_DECL(pipe_rtt);
 
 #define SITES(op) \
-	.fn = { pl_##op##_syscall, pl_##op##_call }, \
-	.at = { pl_##op##_syscall_at, pl_##op##_call_at }, \
-	.end = { pl_##op##_syscall_end, pl_##op##_call_end }
+	.fn = { pl_##op##_syscall, pl_##op##_call, pl_##op##_kfunc }, \
+	.at = { pl_##op##_syscall_at, pl_##op##_call_at, pl_##op##_kfunc_at }, \
+	.end = { pl_##op##_syscall_end, pl_##op##_call_end, pl_##op##_kfunc_end }
 
 /* Used by pathlen-sites.S: the address of __vdso_kml_syscall */
 void *pathlen_entry;
+/* Used by pathlen-sites.S: __vdso_kml_kcall and the handles (--path kfunc) */
+void *pathlen_kentry;
+int pl_h_getppid, pl_h_read, pl_h_write, pl_h_futex_wake;
 /* Set to 1 by the host through the gdb stub */
 volatile int pathlen_done;
 
@@ -108,7 +120,7 @@ static struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: %s [--path syscall|call] [--expect-mode user|kernel] "
+	fprintf(f, "usage: %s [--path syscall|call|kfunc] [--expect-mode user|kernel] "
 		"[--only OP,...] [--warmup N] [--wait-s S] [--json FILE] "
 		"[--label TEXT] [--fast-syscall 0|1|2] [-v]\noperations:", bench_prog);
 	for (size_t i = 0; i < NOPS; i++)
@@ -156,6 +168,8 @@ static void parse_args(int argc, char **argv)
 			opt.path = PATH_SYSCALL;
 		else if (ch == PL_O_PATH && !strcmp(optarg, "call"))
 			opt.path = PATH_CALL;
+		else if (ch == PL_O_PATH && !strcmp(optarg, "kfunc"))
+			opt.path = PATH_KFUNC;
 		else if (ch == PL_O_PATH)
 			bench_usage_error("invalid --path value '%s'", optarg);
 		else if (ch == PL_O_EXPECT)
@@ -203,6 +217,46 @@ static void fast_restore(void)
 			FAST_SYSCTL, fast_saved, strerror(errno));
 }
 
+/*
+ * --path kfunc: the handles of the kernel functions that do each
+ * operation's work, and the address of __vdso_kml_kcall.  0, or 3.
+ */
+static int kfunc_open(int *h, const char *name)
+{
+	*h = kml_kfunc_open(name);
+	if (*h >= 0)
+		return 0;
+	fprintf(stderr, "%s: --path kfunc: cannot open %s: %s\n", bench_prog,
+		name, strerror(-*h));
+	return 3;
+}
+
+static int kfunc_setup(void)
+{
+	const void *base = kml_vdso_base();
+
+	if (!kml_kernel_mode()) {
+		fprintf(stderr, "%s: --path kfunc: needs kernel mode\n", bench_prog);
+		return 3;
+	}
+	pathlen_kentry = base ? kml_vdso_sym(base, "__vdso_kml_kcall", "LINUX_2.6",
+					     KML_LOOKUP_AUTO) : NULL;
+	if (!pathlen_kentry) {
+		fprintf(stderr, "%s: --path kfunc: no __vdso_kml_kcall in the vDSO\n",
+			bench_prog);
+		return 3;
+	}
+	/* kernel functions read and write this process's memory */
+	if (mlockall(MCL_CURRENT | MCL_FUTURE)) {
+		fprintf(stderr, "%s: mlockall: %s\n", bench_prog, strerror(errno));
+		return 3;
+	}
+	return kfunc_open(&pl_h_getppid, "__do_sys_getppid") ?:
+	       kfunc_open(&pl_h_read, "ksys_read") ?:
+	       kfunc_open(&pl_h_write, "ksys_write") ?:
+	       kfunc_open(&pl_h_futex_wake, "futex_wake");
+}
+
 /* 0, or 3 (with a message) when the mode asked for is not available */
 static int check_available(void)
 {
@@ -223,6 +277,8 @@ static int check_available(void)
 		}
 		atexit(fast_restore);
 	}
+	if (opt.path == PATH_KFUNC)
+		return kfunc_setup();
 	if (opt.path != PATH_CALL)
 		return 0;
 	if (!kml_call_path()) {
@@ -254,7 +310,9 @@ static int setup(void)
 	set_args(&ops[0], 0, 0, 0, getppid());
 	set_args(&ops[1], fd_zero, (long)buf, 1, 1);
 	set_args(&ops[2], fd_null, (long)buf, 1, 1);
-	set_args(&ops[3], (long)&futex_word, FUTEX_WAKE_PRIVATE, 1, 0);
+	/* futex_wake() takes the kernel's flags: FLAGS_SIZE_32, private */
+	set_args(&ops[3], (long)&futex_word,
+		 opt.path == PATH_KFUNC ? PL_FLAGS_SIZE_32 : FUTEX_WAKE_PRIVATE, 1, 0);
 	set_args(&ops[4], pipe_fd[1], pipe_fd[0], (long)buf, 1);
 	pathlen_done = 0;	/* its page is present: the host can write it */
 	return 0;

@@ -86,4 +86,64 @@ END	pl_pipe_rtt_\path
 	RTT	\path
 .endr
 
+/*
+ * --path kfunc: the kernel function behind a handle, called through
+ * __vdso_kml_kcall (address in pathlen_kentry): handle in eax (pl_h_OP,
+ * opened by kml-pathlen.c), arguments in rdi, rsi, rdx, r10.  That
+ * function clobbers the C ABI's caller-saved registers and returns a
+ * status in rdx, returned here instead of the value when it is not 0.
+ * getppid calls __do_sys_getppid, read and write ksys_read and
+ * ksys_write, futex_wake futex_wake(uaddr, FLAGS_SIZE_32, 1,
+ * FUTEX_BITSET_MATCH_ANY): the same work as the system calls.
+ */
+.macro KENTER op, at
+	movl	pl_h_\op(%rip), %eax
+	movq	pathlen_kentry(%rip), %r11
+	.ifnb \at
+	.globl	\at
+\at\():
+	.endif
+	call	*%r11
+.endm
+
+.macro KONE op
+FUNC	pl_\op\()_kfunc
+	movl	$-1, %r10d
+	KENTER	\op, pl_\op\()_kfunc_at
+END	pl_\op\()_kfunc
+	testq	%rdx, %rdx
+	cmovnzq	%rdx, %rax
+	ret
+	.size	pl_\op\()_kfunc, . - pl_\op\()_kfunc
+.endm
+
+	KONE	getppid
+	KONE	read
+	KONE	write
+	KONE	futex_wake
+
+/* The round trip, the values kept in callee-saved registers */
+FUNC	pl_pipe_rtt_kfunc
+	pushq	%rbx
+	pushq	%r12
+	pushq	%r13
+	movq	%rsi, %rbx		/* the read end */
+	movq	%rdx, %r12		/* the buffer */
+	movq	%rdx, %rsi
+	movl	$1, %edx
+	KENTER	write, pl_pipe_rtt_kfunc_at
+	movq	%rax, %r13
+	movq	%rbx, %rdi
+	movq	%r12, %rsi
+	movl	$1, %edx
+	KENTER	read
+END	pl_pipe_rtt_kfunc
+	cmpq	$1, %r13
+	cmovneq	%r13, %rax
+	popq	%r13
+	popq	%r12
+	popq	%rbx
+	ret
+	.size	pl_pipe_rtt_kfunc, . - pl_pipe_rtt_kfunc
+
 	.section .note.GNU-stack, "", @progbits

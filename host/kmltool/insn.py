@@ -7,8 +7,8 @@ as the guest has them (boot-time patched code included: alternatives,
 static calls, return thunks).  This module turns such a trace into
 figures: the instruction count (a REP string instruction counts once;
 its extra iterations are counted apart), how many instructions run inside
-the system call's own function (__x64_sys_NAME and what it calls) and
-outside it, the functions they belong to, and the costly instructions met
+the system call's own function (__x64_sys_NAME, or the kernel function
+kml-pathlen calls through a handle, and what it calls) and outside it, the functions they belong to, and the costly instructions met
 (CR3 and CR4 writes, WRMSR with its MSR, IRET, SYSRET, SWAPGS, VERW,
 fences, serializing instructions, STAC/CLAC, RDMSR, POPF) and the
 indirect-branch mitigation code run (retpoline and return thunks,
@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from .paths import KmlError
 
 KERNEL_START = 0xFFFF800000000000       # the upper half: kernel addresses
-OWN_FUNCTION = re.compile(r"__x64_sys_\w+$")   # a system call's own function
+# A system call's own function, or the kernel function kml-pathlen --path
+# kfunc calls through a handle to do the same work
+OWN_FUNCTION = re.compile(r"(__x64_sys_\w+|__do_sys_\w+|ksys_read|ksys_write|futex_wake)$")
 MITIGATION = re.compile(r"(__x86_indirect_\w*thunk\w*|__x86_return_thunk|\w+_return_thunk"
                         r"|\w*untrain_ret\w*|clear_bhb_loop|entry_ibpb|write_ibpb)$")
 # kind, pattern on the normalised AT&T text (objdump), first match wins

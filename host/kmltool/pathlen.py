@@ -10,7 +10,9 @@ of ./kml bench (an ordinary process; a copy in /trusted at CPL 0 with the
 `syscall` instruction; the same with libkml's call path,
 `__vdso_kml_syscall`), all on the kernel's default path (the bypass where
 it has one), plus the `syscall` instruction on the generic path
-(kernel.kml_fast_syscall=1, which kml-pathlen sets for that run), in a
+(kernel.kml_fast_syscall=1, which kml-pathlen sets for that run), and
+the same work done by kernel functions called through handles
+(`__vdso_kml_kcall`, the kernel library's cheap call), in a
 boot with pti=off and one with pti=on (guestrun specs; one boot per
 kernel command line).
 
@@ -98,7 +100,13 @@ GENERIC = replace(bench.MODES[1], name="kernel-syscall-generic",
                   title="kernel mode (/trusted copy), syscall instruction, generic entry "
                         "and exit work (kml_fast_syscall=1)",
                   args=bench.MODES[1].args + ("--fast-syscall", "1"))
-MODES = (*bench.MODES, GENERIC)
+# The same work as kernel functions behind handles (__vdso_kml_kcall)
+KFUNC = replace(bench.MODES[2], name="kernel-kfunc",
+                title="kernel mode (/trusted copy), the kernel function behind a handle "
+                      "(__vdso_kml_kcall: __do_sys_getppid, ksys_read, ksys_write, "
+                      "futex_wake)",
+                args=("--expect-mode", "kernel", "--path", "kfunc"))
+MODES = (*bench.MODES, GENERIC, KFUNC)
 
 
 def specs(only=None, pti=PTI):
@@ -291,7 +299,8 @@ def run_status(spec, run, measured):
     if status != Status.OK:
         return status, why
     doc = run.doc
-    want = "call" if "call" in spec.args else "syscall"
+    args = list(spec.args)
+    want = args[args.index("--path") + 1] if "--path" in args else "syscall"
     if doc.get("path") != want:
         return Status.ERROR, f"measured path {doc.get('path')!r}, expected {want!r}"
     if spec.append not in (doc.get("cmdline") or "").split():

@@ -368,8 +368,8 @@ def pathlen_markdown(d):
                    f"{costly_text(c.get('on', {}))} |")
     out += ["", "Instructions executed from the entering instruction to the one after it "
             "(both user and kernel); inside: in the system call's own function "
-            "(`__x64_sys_NAME`) and what it calls; outside: the rest (entry, exit, "
-            "the vDSO). A range is min–max over the samples (see the notes).", ""]
+            "(`__x64_sys_NAME`; for kernel-kfunc the function behind the handle) and "
+            "what it calls; outside: the rest (entry, exit, the vDSO). A range is min–max over the samples (see the notes).", ""]
     out += pathlen_details(d)
     return "\n".join(out).rstrip() + "\n"
 

@@ -298,9 +298,9 @@ def test_specs_options_and_parser():
     specs = pathlen.specs(["getppid"])
     assert [s.name for s in specs] == [
         "user-pti-off", "kernel-syscall-pti-off", "kernel-call-pti-off",
-        "kernel-syscall-generic-pti-off",
+        "kernel-syscall-generic-pti-off", "kernel-kfunc-pti-off",
         "user-pti-on", "kernel-syscall-pti-on", "kernel-call-pti-on",
-        "kernel-syscall-generic-pti-on"]
+        "kernel-syscall-generic-pti-on", "kernel-kfunc-pti-on"]
     g = specs[3]
     assert g.args == ("--expect-mode", "kernel", "--path", "syscall", "--fast-syscall", "1")
     assert g.mode == "kernel"
@@ -327,7 +327,7 @@ def guest_doc(spec, **more):
     doc = {"schema": "kml-pathlen/1", "label": spec.name, "accel": "tcg", "emulated": True,
            "cpu": "QEMU TCG", "ncpus": 1, "kernel": "6.12.117-kml",
            "cmdline": f"console=ttyS0 kml.accel=tcg pti={pti}", "cpl": spec.cpl,
-           "path": "call" if "call" in spec.args else "syscall", "done": True,
+           "path": spec.args[list(spec.args).index("--path") + 1], "done": True,
            "vulnerabilities": {"meltdown": "Not affected"}}
     doc.update(more)
     return doc
@@ -359,7 +359,7 @@ def short_trace(extra=0):
 
 
 def test_run_status():
-    spec = pathlen.specs()[5]       # kernel-syscall-pti-on
+    spec = pathlen.specs()[6]       # kernel-syscall-pti-on
     assert spec.name == "kernel-syscall-pti-on"
     ok = {"ready": None}
     assert pathlen.run_status(spec, fake_run(spec), ok) == (Status.OK, None)
@@ -393,7 +393,7 @@ def test_combine_rows_and_exit_status(monkeypatch):
     assert [b["pti"] for b in d["boots"]] == ["off", "on"]
     assert [(r["op"], r["mode"]) for r in d["rows"]] == [
         ("getppid", "user"), ("getppid", "kernel-syscall"), ("getppid", "kernel-call"),
-        ("getppid", "kernel-syscall-generic")]
+        ("getppid", "kernel-syscall-generic"), ("getppid", "kernel-kfunc")]
     user = d["rows"][0]["cells"]
     assert (user["off"]["min"], user["off"]["max"], user["off"]["inside"]) == (5, 5, 2)
     assert user["off"]["null_steps"] == [0, 1]
