@@ -27,6 +27,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -45,6 +46,8 @@
 #define USER_COPY	"/usr/lib/kml/tests/klib"
 #define KML_PS		"/trusted/kml-ps"
 #define KML_PS_USER	"/usr/lib/kml/kml-ps"
+#define KML_TOP		"/trusted/kml-top"
+#define KML_TOP_USER	"/usr/lib/kml/kml-top"
 #define KML_UDP		"/trusted/kml-udp"
 #define KML_UDP_USER	"/usr/lib/kml/kml-udp"
 #define NONCANONICAL	0x8000000000000000UL
@@ -374,6 +377,16 @@ static int eperm_helper(void)
 	}
 	if (!strstr(kml_kcall_strerror(-EPERM), "not a kernel-mode process"))
 		fails++;
+	/* handles: none can be opened, none called (the vDSO refuses) */
+	if (kml_kfunc_open("strlen") != -EPERM) {
+		printf("# helper: kml_kfunc_open was not refused with EPERM\n");
+		fails++;
+	}
+	r = 4711;
+	if (kml_kfcall(0, &r, "abc") != -EPERM || r != 4711) {
+		printf("# helper: kml_kfcall was not refused with EPERM\n");
+		fails++;
+	}
 	return fails ? 1 : 0;
 }
 
@@ -566,6 +579,375 @@ TEST(kernelcall_refuses_what_is_not_a_kernel_function_entry)
 	/* the entry itself is fine */
 	EXPECT_EQ(0, kml_kcall(&r, strlen_sym.addr, "abc"));
 	EXPECT_EQ(3, r);
+}
+
+/* ---- handles: kml_kfunc_open(), kml_kfcall() (kernel mode) ---------- */
+
+static long raw_kfunc_open(const void *name)
+{
+	return kml_syscall2(SYS_arch_prctl, ARCH_KML_KFUNC_OPEN, (long)name);
+}
+
+static int kfopen(struct __test_metadata *_metadata, const char *name)
+{
+	int h = kml_kfunc_open(name);
+
+	EXPECT_LE(0, h) TH_LOG("kml_kfunc_open(%s): %s", name, kml_kcall_strerror(h));
+	return h;
+}
+
+/* After execve: the new program starts without handles. */
+static int kfunc_exec_helper(void)
+{
+	unsigned long r = 4711;
+	int h;
+
+	if (!kml_kernel_mode()) {
+		printf("# helper: not in kernel mode\n");
+		return 10;
+	}
+	if (kml_kfcall(0, &r) != -EBADF || r != 4711) {
+		printf("# helper: handle 0 survived execve\n");
+		return 1;
+	}
+	mlockall(MCL_CURRENT | MCL_FUTURE);
+	h = kml_kfunc_open("__do_sys_getpid");
+	if (h != 0 || kml_kfcall(h, &r) || (pid_t)r != getpid()) {
+		printf("# helper: first handle %d, result %lu\n", h, r);
+		return 2;
+	}
+	return 0;
+}
+
+TEST(kfunc_handles_call_kernel_functions)
+{
+	int h_strlen, h_snprintf, h_getpid, h_j2ms, h_ms2j;
+	char s[64], buf[96], expect[96];
+	unsigned long r;
+	size_t len;
+
+	NEED_KERNEL_MODE();
+	/* no table yet: every handle is unknown */
+	r = 4711;
+	EXPECT_EQ(-EBADF, kml_kfcall(0, &r));
+	EXPECT_EQ(4711, r);
+
+	h_strlen = kfopen(_metadata, "strlen");
+	h_snprintf = kfopen(_metadata, "snprintf");
+	h_getpid = kfopen(_metadata, "__do_sys_getpid");
+	h_j2ms = kfopen(_metadata, "jiffies_to_msecs");
+	h_ms2j = kfopen(_metadata, "__msecs_to_jiffies");
+	ASSERT_FALSE(h_strlen < 0 || h_snprintf < 0 || h_getpid < 0 ||
+		     h_j2ms < 0 || h_ms2j < 0);
+	/* handles are small, distinct, and stable per function */
+	EXPECT_EQ(0, h_strlen);
+	EXPECT_EQ(4, h_ms2j);
+	EXPECT_EQ(h_snprintf, kml_kfunc_open("snprintf"));
+	EXPECT_EQ(h_strlen, kml_kfunc_open("strlen"));
+
+	srand((unsigned int)time(NULL) ^ (unsigned int)getpid());
+	len = 1 + (size_t)rand() % (sizeof(s) - 2);
+	memset(s, 'h', len);
+	s[len] = '\0';
+	ASSERT_EQ(0, kml_kfcall(h_strlen, &r, s));
+	EXPECT_EQ(len, r);
+	/* six arguments, through R10 for the fourth */
+	ASSERT_EQ(0, kml_kfcall(h_snprintf, &r, buf, sizeof(buf), "%d|%s|%lx",
+				-7, "kml", 0xfeedUL));
+	snprintf(expect, sizeof(expect), "%d|%s|%lx", -7, "kml", 0xfeedUL);
+	EXPECT_STREQ(expect, buf);
+	EXPECT_EQ(strlen(expect), r);
+	ASSERT_EQ(0, kml_kfcall(h_getpid, &r));
+	EXPECT_EQ(getpid(), (pid_t)r);
+	ASSERT_EQ(0, kml_kfcall(h_ms2j, &r, 3000));
+	ASSERT_EQ(0, kml_kfcall(h_j2ms, &r, r));
+	EXPECT_EQ(3000, (unsigned int)r);
+	/* NULL ret: called, nothing stored */
+	EXPECT_EQ(0, kml_kfcall(h_strlen, NULL, "abc"));
+}
+
+TEST(kfunc_open_refuses_bad_names)
+{
+	char long_name[1024];
+
+	NEED_KERNEL_MODE();
+	EXPECT_EQ(-ENOENT, kml_kfunc_open("kml_no_such_function_anywhere"));
+	EXPECT_EQ(-ENOENT, kml_kfunc_open(""));
+	memset(long_name, 'a', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	EXPECT_EQ(-ENAMETOOLONG, kml_kfunc_open(long_name));
+	EXPECT_EQ(-EFAULT, kml_kfunc_open(NULL));
+	EXPECT_EQ(-EFAULT, raw_kfunc_open(NULL));
+	EXPECT_EQ(-EFAULT, raw_kfunc_open((void *)NONCANONICAL));
+	EXPECT_NE(NULL, strstr(kml_kcall_strerror(-ENOENT), "no kernel symbol"));
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A text symbol that kallsyms lists more than once, or NULL. */
+static const char *ambiguous_text_symbol(char *name, size_t size)
+{
+	char line[512], sym[256], **names = NULL;
+	size_t n = 0, cap = 0, i;
+	const char *found = NULL;
+	unsigned long addr;
+	char type;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %c %255s", &addr, &type, sym) != 3 ||
+		    strchr(line, '[') || (type != 't' && type != 'T'))
+			continue;
+		if (n == cap) {
+			char **more = realloc(names, (cap = cap ? 2 * cap : 4096) *
+					      sizeof(*names));
+			if (!more)
+				break;
+			names = more;
+		}
+		names[n] = strdup(sym);
+		if (!names[n])
+			break;
+		n++;
+	}
+	fclose(f);
+	qsort(names, n, sizeof(*names), cmp_names);
+	for (i = 1; i < n && !found; i++)
+		if (!strcmp(names[i - 1], names[i]))
+			found = names[i];
+	if (found)
+		snprintf(name, size, "%s", found);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return found ? name : NULL;
+}
+
+TEST(kfunc_open_refuses_what_is_not_a_callable_function)
+{
+	char twin[256];
+
+	NEED_KERNEL_MODE();
+	/* data */
+	EXPECT_EQ(-EINVAL, kml_kfunc_open("jiffies"));
+	EXPECT_EQ(-EINVAL, kml_kfunc_open("init_task"));
+	/* assembly entry points: text, offset 0, but not C functions */
+	EXPECT_EQ(-EINVAL, kml_kfunc_open("entry_SYSCALL_64"));
+	EXPECT_EQ(-EINVAL, kml_kfunc_open("asm_exc_page_fault"));
+	EXPECT_EQ(-EINVAL, kml_kfunc_open("kml_entry_kcall"));
+	/* a C function in noinstr text: entry code */
+	EXPECT_EQ(-EINVAL, kml_kfunc_open("exc_page_fault"));
+	/* init text is freed after boot */
+	EXPECT_EQ(-EINVAL, kml_kfunc_open("start_kernel"));
+	/* more than six parameters (do_mmap has nine) */
+	EXPECT_EQ(-E2BIG, kml_kfunc_open("do_mmap"));
+	/* several static functions of one name */
+	ASSERT_NE(NULL, ambiguous_text_symbol(twin, sizeof(twin)));
+	EXPECT_EQ(-ENOTUNIQ, kml_kfunc_open(twin)) TH_LOG("%s", twin);
+	/* nothing of that was added: the first valid open gets handle 0 */
+	EXPECT_EQ(0, kml_kfunc_open("strlen"));
+}
+
+TEST(kfunc_call_refuses_unknown_handles)
+{
+	unsigned long r = 4711;
+	int h;
+
+	NEED_KERNEL_MODE();
+	h = kfopen(_metadata, "strlen");
+	ASSERT_EQ(0, h);
+	EXPECT_EQ(-EBADF, kml_kfcall(1, &r, "abc"));
+	EXPECT_EQ(-EBADF, kml_kfcall(-1, &r, "abc"));
+	EXPECT_EQ(-EBADF, kml_kfcall(KML_KFUNC_MAX, &r, "abc"));
+	EXPECT_EQ(-EBADF, kml_kfcall(0x7fffffff, &r, "abc"));
+	EXPECT_EQ(4711, r);
+	EXPECT_EQ(0, kml_kfcall(h, &r, "abcd"));
+	EXPECT_EQ(4, r);
+}
+
+TEST(kfunc_table_is_bounded)
+{
+	char line[512], sym[256];
+	unsigned long addr, r;
+	int opened = 0, h, ret;
+	char type;
+	FILE *f;
+
+	NEED_KERNEL_MODE();
+	f = fopen("/proc/kallsyms", "r");
+	ASSERT_NE(NULL, f);
+	/* fill the table with whatever global functions open */
+	while (opened < KML_KFUNC_MAX && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %c %255s", &addr, &type, sym) != 3 ||
+		    type != 'T' || strchr(line, '['))
+			continue;
+		h = kml_kfunc_open(sym);
+		if (h >= 0) {
+			ASSERT_EQ(opened, h) TH_LOG("%s", sym);
+			opened++;
+		}
+	}
+	ASSERT_EQ(KML_KFUNC_MAX, opened);
+	/* one more: full, unless it is one of those already open */
+	ret = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx %c %255s", &addr, &type, sym) != 3 ||
+		    type != 'T' || strchr(line, '['))
+			continue;
+		ret = kml_kfunc_open(sym);
+		if (ret == -ENOSPC)
+			break;
+	}
+	fclose(f);
+	EXPECT_EQ(-ENOSPC, ret);
+	/* the open ones still work */
+	h = kml_kfunc_open("strlen");
+	if (h >= 0) {
+		EXPECT_EQ(0, kml_kfcall(h, &r, "xyz"));
+		EXPECT_EQ(3, r);
+	} else {
+		EXPECT_EQ(-ENOSPC, h);
+	}
+	EXPECT_EQ(-EBADF, kml_kfcall(KML_KFUNC_MAX, &r));
+}
+
+TEST(kfunc_handles_follow_fork_and_exec)
+{
+	char out[4096], *argv[] = { "/proc/self/exe", NULL };
+	char *envp[] = { HELPER_ENV "=kfunc-exec", NULL };
+	unsigned long r;
+	int h_getpid, status;
+	pid_t pid;
+
+	NEED_KERNEL_MODE();
+	h_getpid = kfopen(_metadata, "__do_sys_getpid");
+	ASSERT_EQ(0, h_getpid);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		unsigned long v = 0;
+
+		mlockall(MCL_CURRENT | MCL_FUTURE);
+		/* the copy works in the child, as the child */
+		if (kml_kfcall(h_getpid, &v) || (pid_t)v != getpid())
+			_exit(1);
+		/* the child's new handle is the child's only */
+		if (kml_kfunc_open("strlen") != 1)
+			_exit(2);
+		if (kml_kfcall(1, &v, "ab") || v != 2)
+			_exit(3);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("child status 0x%x", status);
+	EXPECT_EQ(-EBADF, kml_kfcall(1, &r, "ab"));
+	ASSERT_EQ(0, kml_kfcall(h_getpid, &r));
+	EXPECT_EQ(getpid(), (pid_t)r);
+	/* execve: a new table */
+	EXPECT_EQ(0, kml_run_capture(argv, envp, out, sizeof(out), NULL))
+		TH_LOG("helper output: %s", kml_quoted(out));
+}
+
+static int thread_handle = -1;
+
+static void *open_in_thread(void *arg)
+{
+	thread_handle = kml_kfunc_open((const char *)arg);
+	return NULL;
+}
+
+TEST(kfunc_threads_share_handles)
+{
+	pthread_t t;
+	unsigned long r;
+
+	NEED_KERNEL_MODE();
+	ASSERT_EQ(0, pthread_create(&t, NULL, open_in_thread, "strlen"));
+	ASSERT_EQ(0, pthread_join(t, NULL));
+	ASSERT_EQ(0, thread_handle);
+	ASSERT_EQ(0, kml_kfcall(thread_handle, &r, "four"));
+	EXPECT_EQ(4, r);
+}
+
+static volatile sig_atomic_t kfunc_alarms;
+
+static void kfunc_on_alarm(int sig)
+{
+	(void)sig;
+	kfunc_alarms++;
+}
+
+/*
+ * A signal that arrives while the kernel function sleeps: the function
+ * returns early, its value reaches the caller, and the handler runs on
+ * the way out (the exit work of the call's fast path).
+ */
+TEST(kfunc_call_delivers_signals_on_return)
+{
+	struct sigaction sa = { .sa_handler = kfunc_on_alarm };
+	struct itimerval it = { .it_value = { 0, 100 * 1000 } };
+	struct timespec t0, t1;
+	unsigned long r = 0;
+	int h;
+
+	NEED_KERNEL_MODE();
+	h = kfopen(_metadata, "msleep_interruptible");
+	ASSERT_LE(0, h);
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	kfunc_alarms = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &it, NULL));
+	ASSERT_EQ(0, kml_kfcall(h, &r, 5000));
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	EXPECT_EQ(1, kfunc_alarms);
+	/* interrupted: most of the 5 s were left */
+	EXPECT_LT(2000, (unsigned int)r) TH_LOG("%u ms left", (unsigned int)r);
+	EXPECT_GT(3, t1.tv_sec - t0.tv_sec);
+}
+
+/* Every entry path of the call: the bypass, the generic and the complete */
+TEST(kfunc_call_on_every_entry_path)
+{
+	unsigned long r;
+	char old[8] = "";
+	int h, mode, max = 2;
+	FILE *f;
+
+	NEED_KERNEL_MODE();
+	h = kfopen(_metadata, "__do_sys_getpid");
+	ASSERT_EQ(0, h);
+	f = fopen("/proc/sys/kernel/kml_fast_syscall", "r");
+	ASSERT_NE(NULL, f);
+	ASSERT_NE(NULL, fgets(old, sizeof(old), f));
+	fclose(f);
+	for (mode = 0; mode <= max; mode++) {
+		char v[4];
+		int fd = open("/proc/sys/kernel/kml_fast_syscall", O_WRONLY);
+
+		ASSERT_LE(0, fd);
+		snprintf(v, sizeof(v), "%d", mode);
+		if (write(fd, v, strlen(v)) < 0) {
+			/* the bypass is not offered by this kernel */
+			EXPECT_EQ(2, mode);
+			close(fd);
+			break;
+		}
+		close(fd);
+		r = 0;
+		EXPECT_EQ(0, kml_kfcall(h, &r)) TH_LOG("kml_fast_syscall=%d", mode);
+		EXPECT_EQ(getpid(), (pid_t)r) TH_LOG("kml_fast_syscall=%d", mode);
+		EXPECT_EQ(-EBADF, kml_kfcall(h + 1, &r));
+	}
+	f = fopen("/proc/sys/kernel/kml_fast_syscall", "w");
+	ASSERT_NE(NULL, f);
+	fputs(old, f);
+	ASSERT_EQ(0, fclose(f));
 }
 
 TEST(kernelcall_bad_argument_block)
@@ -983,6 +1365,8 @@ TEST(kml_ps_refuses_in_user_mode)
 
 /* ---- kml-udp (any mode: it runs from /trusted) ------------------------- */
 
+#define UDP_WAYS	4	/* sendto, its call path, kernel_sendmsg, driver */
+
 static int udp_counts(const char *out, unsigned long long *good, unsigned long long *sent)
 {
 	const char *r = strstr(out, "receiver: ");
@@ -991,7 +1375,7 @@ static int udp_counts(const char *out, unsigned long long *good, unsigned long l
 	if (!r)
 		return -1;
 	r += strlen("receiver: ");
-	while (n < 3) {
+	while (n < UDP_WAYS) {
 		const char *of = strstr(r, " of ");
 
 		if (!of)
@@ -1007,6 +1391,19 @@ static int udp_counts(const char *out, unsigned long long *good, unsigned long l
 		r = of + 4;
 	}
 	return n;
+}
+
+static int read_int_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	int v = -1;
+
+	if (f) {
+		if (fscanf(f, "%d", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
 }
 
 static int run_udp(char *out, size_t size, const char *extra, const char *arg)
@@ -1025,20 +1422,31 @@ static int run_udp(char *out, size_t size, const char *extra, const char *arg)
 TEST(kml_udp_delivers_every_payload)
 {
 	static char out[1 << 16];
-	unsigned long long good[3], sent[3];
+	unsigned long long good[UDP_WAYS], sent[UDP_WAYS];
+	const char *ratio;
+	double r = 0;
 	int i;
 
 	NEED_KML_KERNEL();
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
 	ASSERT_EQ(0, run_udp(out, sizeof(out), NULL, NULL)) TH_LOG("%s", kml_quoted(out));
-	ASSERT_EQ(3, udp_counts(out, good, sent)) TH_LOG("%s", kml_quoted(out));
-	for (i = 0; i < 3; i++) {
+	ASSERT_EQ(UDP_WAYS, udp_counts(out, good, sent)) TH_LOG("%s", kml_quoted(out));
+	for (i = 0; i < UDP_WAYS; i++) {
 		EXPECT_EQ(sent[i], good[i]);
 		EXPECT_LE(4 * 20, sent[i]);	/* warm-up + 3 runs, at least */
 	}
 	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 0 missing")) TH_LOG("%s", kml_quoted(out));
 	EXPECT_NE(NULL, strstr(out, "| kernel_sendmsg() |")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "| driver (__dev_queue_xmit) |")) TH_LOG("%s", kml_quoted(out));
+	/* the last line: the driver-level sender against sendto() */
+	ratio = strstr(out, "kml-udp: kernel-library/sendto = ");
+	ASSERT_NE(NULL, ratio) TH_LOG("%s", kml_quoted(out));
+	EXPECT_EQ(1, sscanf(ratio, "kml-udp: kernel-library/sendto = %lf", &r));
+	EXPECT_LT(0, r);
+	/* lo's knobs were put back */
+	EXPECT_EQ(0, read_int_file("/proc/sys/net/ipv4/conf/lo/route_localnet"));
+	EXPECT_EQ(0, read_int_file("/proc/sys/net/ipv4/conf/lo/accept_local"));
 	EXPECT_NE(NULL, strstr(out, "Delay for sending 20, 1500-byte packets"))
 		TH_LOG("%s", kml_quoted(out));
 }
@@ -1051,7 +1459,7 @@ TEST(kml_udp_detects_a_corrupted_payload)
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
 	EXPECT_EQ(1, run_udp(out, sizeof(out), "--corrupt", "5")) TH_LOG("%s", kml_quoted(out));
-	EXPECT_NE(NULL, strstr(out, "3 bad, 0 duplicate, 0 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "4 bad, 0 duplicate, 0 missing")) TH_LOG("%s", kml_quoted(out));
 	EXPECT_NE(NULL, strstr(out, "datagram 5: payload differs")) TH_LOG("%s", kml_quoted(out));
 }
 
@@ -1063,7 +1471,7 @@ TEST(kml_udp_detects_a_missing_datagram)
 	if (access(KML_UDP, X_OK))
 		SKIP(return, "%s is not installed", KML_UDP);
 	EXPECT_EQ(1, run_udp(out, sizeof(out), "--drop", "7")) TH_LOG("%s", kml_quoted(out));
-	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 3 missing")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "0 bad, 0 duplicate, 4 missing")) TH_LOG("%s", kml_quoted(out));
 	EXPECT_NE(NULL, strstr(out, "datagram 7 never arrived")) TH_LOG("%s", kml_quoted(out));
 }
 
@@ -1077,11 +1485,104 @@ TEST(kml_udp_refuses_in_user_mode)
 	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", kml_quoted(out));
 }
 
+/* ---- kml-top ----------------------------------------------------------- */
+
+/* The line of pid in the last refresh of kml-top's output, or NULL. */
+static const char *top_line(const char *out, pid_t pid, char *line, size_t size)
+{
+	const char *last = NULL, *p = out, *nl;
+	char want[16];
+
+	while ((p = strstr(p, "kml-top: refresh ")))
+		last = p++;
+	if (!last)
+		return NULL;
+	snprintf(want, sizeof(want), "%7d ", (int)pid);
+	for (p = last; (nl = strchr(p, '\n')); p = nl + 1)
+		if (!strncmp(p, want, strlen(want))) {
+			snprintf(line, size, "%.*s", (int)(nl - p), p);
+			return line;
+		}
+	return NULL;
+}
+
+TEST(kml_top_shows_wait_channels_and_stacks)
+{
+	static char out[1 << 16];
+	char *argv[] = { KML_TOP, "-b", "-n", "2", "-d", "0.3", "-m", "1000", NULL };
+	char line[256], comm[32], st, wchan[128], proc_wchan[128] = "", path[64];
+	FILE *f;
+	pid_t sleeper, top;
+	double cpu;
+	long depth;
+	int rc, status;
+
+	NEED_KML_KERNEL();
+	if (access(KML_TOP, X_OK))
+		SKIP(return, "%s is not installed", KML_TOP);
+	sleeper = fork();
+	ASSERT_LE(0, sleeper);
+	if (sleeper == 0) {
+		struct timespec ts = { 30, 0 };
+
+		prctl(PR_SET_NAME, "klib-sleeper");
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	rc = kml_run_capture(argv, NULL, out, sizeof(out), &top);
+	snprintf(path, sizeof(path), "/proc/%d/wchan", (int)sleeper);
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(proc_wchan, sizeof(proc_wchan), f))
+			proc_wchan[0] = '\0';
+		fclose(f);
+	}
+	kill(sleeper, SIGKILL);
+	waitpid(sleeper, &status, 0);
+	ASSERT_EQ(0, rc) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "kml-top: refresh 2, ")) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "(CPL 0)")) TH_LOG("%s", kml_quoted(out));
+
+	/*
+	 * The sleeper: S, a stack in use, and the wait channel the kernel
+	 * reports in /proc (with UNWINDER_GUESS, as in the guest kernel, the
+	 * first non-scheduler text address on the stack: not always the
+	 * nanosleep code)
+	 */
+	ASSERT_NE(NULL, top_line(out, sleeper, line, sizeof(line))) TH_LOG("%s", kml_quoted(out));
+	ASSERT_EQ(5, sscanf(line, "%*d %31s %c %lf %ld %*s %127s", comm, &st, &cpu, &depth,
+			    wchan)) TH_LOG("%s", line);
+	EXPECT_STREQ("klib-sleeper", comm);
+	EXPECT_EQ('S', st) TH_LOG("%s", line);
+	EXPECT_LT(0, depth) TH_LOG("%s", line);
+	EXPECT_GT(64 * 1024, depth) TH_LOG("%s", line);
+	EXPECT_STREQ(proc_wchan, wchan) TH_LOG("%s", line);
+
+	/* kml-top itself: running, no wait channel */
+	ASSERT_NE(NULL, top_line(out, top, line, sizeof(line))) TH_LOG("%s", kml_quoted(out));
+	EXPECT_EQ(2, sscanf(line, "%*d %31s %c", comm, &st)) TH_LOG("%s", line);
+	EXPECT_EQ('R', st) TH_LOG("%s", line);
+	/* init is always there and sleeping */
+	EXPECT_NE(NULL, top_line(out, 1, line, sizeof(line))) TH_LOG("%s", kml_quoted(out));
+}
+
+TEST(kml_top_refuses_in_user_mode)
+{
+	char out[4096], *argv[] = { KML_TOP_USER, "-n", "1", NULL };
+
+	if (access(KML_TOP_USER, X_OK))
+		SKIP(return, "%s is not installed", KML_TOP_USER);
+	EXPECT_EQ(2, kml_run_capture(argv, NULL, out, sizeof(out), NULL)) TH_LOG("%s", kml_quoted(out));
+	EXPECT_NE(NULL, strstr(out, "not running in kernel mode")) TH_LOG("%s", kml_quoted(out));
+}
+
 int main(int argc, char **argv)
 {
 	const char *helper = getenv(HELPER_ENV);
 
 	if (helper && !strcmp(helper, "eperm"))
 		return eperm_helper();
+	if (helper && !strcmp(helper, "kfunc-exec"))
+		return kfunc_exec_helper();
 	return test_harness_run(argc, argv);
 }
