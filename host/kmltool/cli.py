@@ -11,7 +11,7 @@ from pathlib import Path
 from kmlverify.cli import main as verify_main
 
 from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
-from . import apps, package, setup, soak
+from . import appliance, apps, package, setup, soak
 from .guestrun import Mode, Spec, Status
 from . import insn, pathlen
 from .paths import KmlError
@@ -118,6 +118,9 @@ def build_parser():
     p.add_argument("--kernel-mode", action="store_true",
                    help="copy CMD (a host file, or a program in the guest) into "
                         "/trusted and run it from there, in kernel mode")
+    p.add_argument("--appliance", action="store_true",
+                   help="boot with kml=all (appliance mode): every process, init "
+                        "and CMD included, runs in kernel mode")
     add_kernel_option(p, "boot")
     p.add_argument("--deb", metavar="FILE",
                    help="boot the kernel of this image package (./kml package) "
@@ -210,6 +213,18 @@ def build_parser():
     p = sub.add_parser("verify", help="scan ELF programs for privileged instructions")
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
+    text = ("a single-service appliance: the guest kernel and an initramfs of "
+            "kml-appinit and the service only, booted with kml=all (every process, "
+            "init included, at CPL 0); prints the image sizes and the boot-to-service "
+            "time against the same service on the normal image")
+    p = sub.add_parser("appliance", help=text, description=text + ".")
+    add_vm_options(p, 300)
+    p.add_argument("--service", choices=sorted(appliance.SERVICES), default="redis",
+                   help="the service (default redis: redis-server, checked with PING, "
+                        "SET and GET)")
+    p.add_argument("--rounds", type=positive_int, default=3, metavar="N",
+                   help="boots of each image, alternating (default 3)")
+
     text = ("instructions per system call (getppid, read, write, futex wake, pipe round "
             "trip) in the three modes of bench, with pti=off and pti=on, counted by "
             "single-stepping through QEMU's gdb stub, with the costly instructions met")
@@ -260,6 +275,9 @@ def cmd_run(a):
             raise KmlError(f"--add {spec}: no such file: {host}")
     if a.deb and a.kernel:
         raise KmlError("run: --deb boots the packaged kernel; leave out --kernel")
+    append = f"{a.append} kml=all".strip() if a.appliance else a.append
+    if a.appliance and re.search(r"(^|\s)kml=", a.append):
+        raise KmlError("--appliance sets kml=all: leave kml= out of --append")
     adds, stream = list(a.add), True
     if a.kernel_mode:
         argv, extra = kernel_mode_argv(argv)
@@ -271,7 +289,7 @@ def cmd_run(a):
             say(f"booting {k.release()} from {a.deb}")
         else:
             k = kbuild.kernel(a.kernel)
-        res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=a.append, adds=adds,
+        res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=append, adds=adds,
                         timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
                         disk_fs=a.disk_fs, stream=stream, kernel=k)
     msg = res.verdict()
@@ -473,6 +491,16 @@ def cmd_kstack_bench(a):
     return 0
 
 
+def cmd_appliance(a):
+    """The appliance image against the normal one (see appliance.py)."""
+    if re.search(r"(^|\s)kml(=|\.appliance=)", a.append):
+        raise KmlError("--append: appliance sets kml=all and kml.appliance= itself")
+    build_all()
+    data = appliance.measure(appliance.SERVICES[a.service], a.rounds, vm_options(a))
+    show_and_save(data, appliance.markdown(data), "appliance-")
+    return appliance.exit_status(data)
+
+
 def cmd_soak(a):
     """stress-ng and trinity in every configuration (see soak.py): plan,
     specs, boots, combine, render, save."""
@@ -541,6 +569,8 @@ def main(argv):
             return cmd_kstack_bench(a)
         if a.cmd == "soak":
             return cmd_soak(a)
+        if a.cmd == "appliance":
+            return cmd_appliance(a)
         if a.cmd == "patches":
             if a.pcmd == "apply":
                 setup.setup(quiet=True)

@@ -37,6 +37,7 @@ class Result:
         self.qemu_error = ""
         self.output = b""
         self.hook_error = None      # what the gdb hook raised (it ended the VM)
+        self.started = None         # time.monotonic() when QEMU started
 
     @property
     def ok(self):
@@ -178,7 +179,8 @@ def make_disk(path, mib, fs=None):
 
 
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
-         stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None, kernel=None):
+         stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None, kernel=None,
+         initrd=None):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
     attaches a sparse virtio disk of that size as /dev/vda: empty, or with
     a new file system of type disk_fs (made on the host: mkfs.ext4).
@@ -187,10 +189,13 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     gdb: a function QEMU's gdb stub is started for; it runs in a thread
     while the VM runs and gets a Watch; if it raises, the VM is killed and
     Result.hook_error says why.
-    kernel: a kbuild.Kernel to boot (default: the guest kernel)."""
+    kernel: a kbuild.Kernel to boot (default: the guest kernel).
+    initrd: a complete initramfs to boot instead of the guest image with
+    argv (an appliance image, whose init runs its own program; argv is
+    then ignored).  Result.started is the monotonic time QEMU started."""
     bzimage = kernel.bzimage if kernel else paths.BZIMAGE
     build = f"./kml build --kernel {kernel.name}" if kernel else "./kml build"
-    for f, what in ((bzimage, "kernel"), (paths.INITRAMFS, "initramfs")):
+    for f, what in ((bzimage, "kernel"), (Path(initrd or paths.INITRAMFS), "initramfs")):
         if not f.exists():
             raise KmlError(f"no {what} at {f}: run {build}")
     if shutil.which(QEMU) is None:
@@ -202,7 +207,9 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     accel = accel or choose_accel()
     rundir = _new_rundir()
     res = Result(rundir)
-    initrd = initramfs.run_archive(rundir / "initrd.cpio", argv, adds, env)
+    own_initrd = initrd is None
+    if own_initrd:
+        initrd = initramfs.run_archive(rundir / "initrd.cpio", argv, adds, env)
     disk = None
     if disk_mib:
         disk = make_disk(rundir / "disk.img", disk_mib, disk_fs)
@@ -212,6 +219,7 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
         cmd += ["-gdb", f"unix:{watch.stub},server=on,wait=off"]
     (rundir / "qemu-cmd").write_text(" ".join(cmd) + "\n")
     errlog = open(rundir / "qemu-stderr.log", "wb")
+    res.started = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=errlog)
     errlog.close()
@@ -272,7 +280,8 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     except OSError:
         text = ""
     res.problems = console.problems(text)
-    (rundir / "initrd.cpio").unlink(missing_ok=True)
+    if own_initrd:
+        (rundir / "initrd.cpio").unlink(missing_ok=True)
     if disk:
         disk.unlink(missing_ok=True)
     return res

@@ -371,13 +371,20 @@ def test_callpath_demo_user_and_kernel_mode():
 
 
 def test_kernel_library_programs_print_their_tables():
-    """./kml run -- /trusted/kml-ps and /trusted/kml-udp, as a user runs them."""
+    """./kml run -- /trusted/kml-ps, kml-top and kml-udp, as a user runs them."""
     p = kml("run", "--", "sh", "-c",
             "cat /proc/cmdline; /trusted/kml-ps; echo \"== kml-ps $?\"; "
+            "/trusted/kml-top -b -n 1 -d 0.2 -m 5; echo \"== kml-top $?\"; "
             "/trusted/kml-udp -r 5 -t 0.3; echo \"== kml-udp $?\"", timeout=900)
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "== kml-ps 0\n" in out and "== kml-udp 0\n" in out, out
+    assert "== kml-top 0\n" in out, out
+    top = out[out.index("kml-top: refresh 1"):out.index("== kml-top")].splitlines()
+    assert top[1].split() == ["PID", "COMMAND", "S", "CPU%", "KSTACK", "MAPPED", "WCHAN"], top
+    assert len(top) == 2 + 5 and all(
+        re.fullmatch(r"\s*\d+ .{16} [RSDTI?] +\d+\.\d +(\d+|-) +(\d+/\d+K|-)  \S+", ln)
+        for ln in top[2:]), top
     ps = out[out.index("kml-ps: "):out.index("== kml-ps")]
     lines = ps.splitlines()
     assert re.fullmatch(r"kml-ps: \d+ tasks \(\d+ idle, \d+ processes, \d+ other threads\) "
@@ -392,13 +399,39 @@ def test_kernel_library_programs_print_their_tables():
     me = [m for m in rows if m[5] == "kml-ps"]
     assert len(me) == 1 and me[0][3] == "R" and 0 < int(me[0][4]) <= 16384 * 4
     udp = out[out.index("kml-udp: "):]
-    assert ("| Delay for sending 100, 5120-byte packets (median of 5 runs) |" in udp), udp
-    for way in ("sendto()", "sendto() call path", "kernel_sendmsg()"):
+    assert ("| Delay for sending 100, 5120-byte packets (ns, median of 5 runs) |" in udp), udp
+    assert re.search(r"^\| Datagrams per second \(0\.3 s per way\) \| \d+ \| \d+ \| \d+ \| "
+                     r"-?\d+\.\d \|$", udp, re.M), udp
+    for way in ("sendto()", "sendto() call path", "kernel_sendmsg()",
+                "driver (__dev_queue_xmit)"):
         assert re.search(rf"^\| {re.escape(way)} \| \d+ \| \d+ \| \d+ \| \d+ \| \d+ \| \d+ \| "
                          r"\d+\.\d\dx \|$", udp, re.M), udp
     assert re.search(r"^receiver: .* datagrams verified; 0 bad, 0 duplicate, 0 missing$",
                      udp, re.M), udp
+    assert re.search(r"^kml-udp: kernel-library/sendto = \d+\.\d\d$", udp, re.M), udp
     assert ("EMULATED" in udp) == ("kml.accel=tcg" in out.splitlines()[0])
+
+
+def test_appliance_boots_its_service_at_cpl0():
+    """./kml appliance: the appliance image boots redis with init and the
+    service in kernel mode; the normal image's redis is ordinary."""
+    p = kml("appliance", "--rounds", "1", timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^\| appliance \(kml=all.*\| [0-9.]+ MiB \| [0-9.]+ MiB \| \d+ \| "
+                     r"\d+ \| 1 \| 0 \| 1/1 \|$", p.stdout, re.M), p.stdout
+    assert re.search(r"^\| normal image .*\| 0 \| 3 \| 1/1 \|$", p.stdout, re.M), p.stdout
+
+
+def test_run_appliance_puts_init_and_the_command_in_kernel_mode():
+    p = kml("run", "--appliance", "--", "sh", "-c",
+            "grep '^KernelMode:' /proc/1/status /proc/self/status")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:2] == ["/proc/1/status:KernelMode:\t1",
+                                        "/proc/self/status:KernelMode:\t1"], p.stdout
+    p = kml("run", "--appliance", "--append", "kml=on", "--", "true")
+    assert p.returncode == 1 and "--appliance sets kml=all" in p.stderr, p.stderr
+    p = kml("appliance", "--append", "kml=off")
+    assert p.returncode == 1 and "appliance sets kml=all" in p.stderr, p.stderr
 
 
 DKS_CONSUME = "/sys/kernel/debug/dynamic_kstacks/consume"
