@@ -21,7 +21,16 @@
  *	host writes MANIFEST from the kernel source tree, so that `find`
  *	walks a tree of a kernel source's shape without its 1.4 GB of text.
  *
- * Exit status: 0 done, 1 failed (with a message), 2 usage.
+ *   kml-apptool ordinary PROG [ARGS...]
+ *	runs PROG as an ordinary process wherever it lies: sets no_new_privs
+ *	(prctl PR_SET_NO_NEW_PRIVS), which keeps the program in user mode
+ *	even in a kml=all boot (a caller that asked to be confined is never
+ *	admitted to kernel mode), then executes it (PATH is searched).  In
+ *	an appliance boot, kml-modes starts the stock column's server and
+ *	the clients this way.
+ *
+ * Exit status: 0 done, 1 failed (with a message), 2 usage; ordinary: the
+ * program's, or 127 when it cannot be executed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,7 +50,8 @@ static int usage(void)
 {
 	fprintf(stderr, "usage: kml-apptool now\n"
 			"       kml-apptool wait-port PORT [SECONDS]\n"
-			"       kml-apptool mktree MANIFEST DIR\n");
+			"       kml-apptool mktree MANIFEST DIR\n"
+			"       kml-apptool ordinary PROG [ARGS...]\n");
 	return 2;
 }
 
@@ -236,5 +247,14 @@ int main(int argc, char **argv)
 		return wait_port(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "mktree"))
 		return mktree(argc - 2, argv + 2);
+	if (!strcmp(argv[1], "ordinary") && argc >= 3) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
+			perror("kml-apptool: PR_SET_NO_NEW_PRIVS");
+			return 1;
+		}
+		execvp(argv[2], argv + 2);
+		fprintf(stderr, "kml-apptool: %s: %s\n", argv[2], strerror(errno));
+		return 127;
+	}
 	return usage();
 }

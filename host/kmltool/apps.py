@@ -64,10 +64,19 @@ REDIS_QUICK_TESTS = "set,get"
 class Config:
     name: str
     append: str
+    modes: tuple = (Mode.USER, Mode.KERNEL)
 
 
-CONFIGS = (Config("pti-off", "pti=off"), Config("pti-on", "pti=on"))
+# The appliance configurations boot with kml=all and add its column: the
+# server and its client both at CPL 0 (Mode.ALL).  There, kml-modes keeps
+# the ordinary server and every other client in user mode with
+# no_new_privs (kml-apptool ordinary): all three columns in one boot.
+APPLIANCE_MODES = (Mode.USER, Mode.KERNEL, Mode.ALL)
+CONFIGS = (Config("pti-off", "pti=off"), Config("pti-on", "pti=on"),
+           Config("pti-off-appliance", "pti=off kml=all", APPLIANCE_MODES),
+           Config("pti-on-appliance", "pti=on kml=all", APPLIANCE_MODES))
 CONFIG_NAMES = tuple(c.name for c in CONFIGS)
+DEFAULT_CONFIGS = ("pti-off-appliance", "pti-on-appliance")
 
 
 @dataclass(frozen=True)
@@ -261,15 +270,15 @@ def system_spec(config):
                 title="the boot", append=config.append)
 
 
-def run_ids(rounds, sizes):
+def run_ids(rounds, sizes, modes=(Mode.USER, Mode.KERNEL)):
     """[(run id, modes in the order they run)] of one application: per
-    round its pairs, the first mode alternating from pair to pair."""
+    round its pairs (one run per mode), the first mode rotating from pair
+    to pair (two modes: alternating)."""
     out = []
     for r in range(rounds):
         for i in range(sizes.pairs):
-            k = r * sizes.pairs + i
-            out.append((f"{r + 1}-{i + 1}",
-                        (Mode.USER, Mode.KERNEL) if k % 2 == 0 else (Mode.KERNEL, Mode.USER)))
+            k = (r * sizes.pairs + i) % len(modes)
+            out.append((f"{r + 1}-{i + 1}", tuple(modes[k:]) + tuple(modes[:k])))
     return out
 
 
@@ -277,8 +286,8 @@ def specs(configs, rounds, sizes, expect_find):
     """Per configuration: its system run, then per round every
     application's pairs, both modes one after the other."""
     out = []
-    ids = run_ids(rounds, sizes)
     for c in configs:
+        ids = run_ids(rounds, sizes, c.modes)
         out.append(system_spec(c))
         for r in range(rounds):
             for app in apps(sizes, expect_find):
@@ -326,12 +335,13 @@ def combine(configs, rounds, sizes, expect_find, runs, accel):
             "configs": []}
     for c in configs:
         cfg = {"name": c.name, "append": c.append, "apps": [],
+               "modes": [m.value for m in c.modes],
                "system": _system(runs.get(f"{c.name}.system"))}
         for app in apps(sizes, expect_find):
             row = {"name": app.name, "title": app.title, "metric": app.metric,
                    "unit": app.unit, "higher_better": app.higher_better}
-            ids = [rid for rid, _ in run_ids(rounds, sizes)]
-            for mode in Mode:
+            ids = [rid for rid, _ in run_ids(rounds, sizes, c.modes)]
+            for mode in c.modes:
                 rs = [run_result(app, s, runs.get(s.name))
                       for s in (app.spec(c, mode, rid) for rid in ids)]
                 vals = [r["value"] for r in rs if r["status"] == Status.OK]
@@ -349,6 +359,13 @@ def combine(configs, rounds, sizes, expect_find, runs, accel):
             row["pair_speedups"] = pairs
             ok = [x for x in pairs if x]
             row["pair_median"] = statistics.median(ok) if ok else None
+            if Mode.ALL in c.modes:     # the appliance against the ordinary process
+                row["speedup_all"] = speedup(app, u, row["all"]["median"])
+                pairs = [speedup(app, a["value"], b["value"])
+                         for a, b in zip(row["user"]["runs"], row["all"]["runs"])]
+                row["pair_speedups_all"] = pairs
+                ok = [x for x in pairs if x]
+                row["pair_median_all"] = statistics.median(ok) if ok else None
             cfg["apps"].append(row)
         data["configs"].append(cfg)
     return data
@@ -356,4 +373,5 @@ def combine(configs, rounds, sizes, expect_find, runs, accel):
 
 def exit_status(data):
     return 0 if all(row[m]["status"] == Status.OK for c in data["configs"]
-                    for row in c["apps"] for m in ("user", "kernel")) else 1
+                    for row in c["apps"]
+                    for m in c.get("modes", ("user", "kernel"))) else 1

@@ -166,13 +166,15 @@ def build_parser():
             continue
         p.add_argument("--apps", action="store_true",
                        help="instead: Debian's redis-server, nginx, iperf3 and find as "
-                            "ordinary processes and in kernel mode, clients ordinary, "
-                            "one boot per configuration (--quick: 1 round, short runs)")
+                            "ordinary processes, in kernel mode from /trusted (clients "
+                            "ordinary) and, in the appliance configurations (kml=all), "
+                            "with server and client at CPL 0; one boot per "
+                            "configuration (--quick: 1 round, short runs)")
         p.add_argument("--rounds", type=positive_int, metavar="N",
                        help=f"with --apps: rounds per configuration (default {apps.ROUNDS})")
         p.add_argument("--config", action="append", choices=apps.CONFIG_NAMES,
                        help="with --apps: the configuration(s) to boot (default: "
-                            f"{' '.join(apps.CONFIG_NAMES)})")
+                            f"{' '.join(apps.DEFAULT_CONFIGS)})")
 
     text = ("UnixBench-style system tests and the kernel-stack memory of idle threads "
             f"(kml-ubench) in a boot without, one with {kstackbench.PARAM} and one "
@@ -455,7 +457,7 @@ def cmd_bench_apps(a):
     expect = apps.write_manifest()
     if not expect:
         raise KmlError(f"the kernel source has no file named {apps.FIND_NAME} for find")
-    configs = [c for c in apps.CONFIGS if c.name in (a.config or apps.CONFIG_NAMES)]
+    configs = [c for c in apps.CONFIGS if c.name in (a.config or apps.DEFAULT_CONFIGS)]
     rounds = a.rounds or (1 if a.quick else apps.ROUNDS)
     sizes = apps.QUICK if a.quick else apps.FULL
     specs = apps.specs(configs, rounds, sizes, expect)

@@ -11,7 +11,8 @@ applies the checks every run shares and gives a Status.
 
 The guest side is guest/kml-modes: it runs one program as installed (user
 mode) or from a copy in /trusted (kernel mode) and prints one result block,
-the only guest-to-host protocol:
+the only guest-to-host protocol (in a kml=all boot, user mode and the
+clients are confined with no_new_privs, and mode all runs both at CPL 0):
 
     # kml-begin NAME MODE COMMAND...
     ...the program's output (standard output and error)...
@@ -46,9 +47,11 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]*")
 
 
 class Mode(str, enum.Enum):
-    """Where a program runs: as an ordinary process, or at CPL 0."""
+    """Where a program runs: as an ordinary process, or at CPL 0 (from
+    /trusted; or, ALL, in a kml=all boot as installed, its client too)."""
     USER = "user"
     KERNEL = "kernel"
+    ALL = "all"
 
     __str__ = str.__str__
     __format__ = str.__format__
@@ -130,7 +133,7 @@ class Spec:
     @property
     def path(self):
         """Where the program runs: as given, or its copy in /trusted."""
-        if self.mode is Mode.USER or self.program.startswith(TRUSTED + "/"):
+        if self.mode is not Mode.KERNEL or self.program.startswith(TRUSTED + "/"):
             return self.program
         return f"{TRUSTED}/{self.base}"
 

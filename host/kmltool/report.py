@@ -414,29 +414,42 @@ def apps_markdown(d):
         out.append(f"- {c['name']}: kernel {s.get('kernel')}, {s.get('ncpus')} CPUs "
                    f"({s.get('cpu')}), command line `{s.get('cmdline')}`")
     out.append(f"- method: one boot per configuration; {d['rounds']} round(s), in each "
-               f"{d['pairs'] // d['rounds']} pair(s) of runs per application (both modes "
-               "one after the other, which first alternating); the server in the mode "
+               f"{d['pairs'] // d['rounds']} set(s) of runs per application (one run per "
+               "mode, back to back, which first rotating); the server in the mode "
                "named (checked: KernelMode in /proc/PID/status), its client an ordinary "
-               f"process; medians of the {d['pairs']} runs per mode")
+               "process, except in the appliance column (kml=all: server and client at "
+               "CPL 0; the ordinary server and the other clients keep user mode with "
+               f"no_new_privs); medians of the {d['pairs']} runs per mode")
     out.append("")
-    out += ["| Application | Measure | Configuration | ordinary | kernel mode | "
-            "speed-up | pairs: median (range) |", "|---|---|---|---:|---:|---:|---|"]
+    out += ["| Application | Measure | Configuration | ordinary | kernel mode (/trusted) "
+            "| appliance | speed-up /trusted | pairs: median (range) | speed-up appliance "
+            "| pairs: median (range) |",
+            "|---|---|---|---:|---:|---:|---:|---|---:|---|"]
     problems = []
+
+    def spread(pairs, median):
+        ok = [x for x in pairs if x]
+        return f"{median:.2f} ({min(ok):.2f}–{max(ok):.2f})" if ok else "–"
     for c in d["configs"]:
+        modes = c.get("modes", ["user", "kernel"])
         for r in c["apps"]:
-            ok = [x for x in r["pair_speedups"] if x]
-            spread = (f"{r['pair_median']:.2f} ({min(ok):.2f}–{max(ok):.2f})"
-                      if ok else "–")
-            out.append(f"| {r['name']} | {r['metric']} ({r['unit']}) | {c['name']} | "
-                       f"{_app_cell(r['user'])} | {_app_cell(r['kernel'])} |"
-                       f"{_speedup(r['speedup'])} {spread} |")
-            for m in ("user", "kernel"):
+            has_all = "all" in modes
+            cells = [r["name"], f"{r['metric']} ({r['unit']})", c["name"],
+                     _app_cell(r["user"]), _app_cell(r["kernel"]),
+                     _app_cell(r["all"]) if has_all else "–",
+                     _speedup(r["speedup"]).strip(" |"),
+                     spread(r["pair_speedups"], r["pair_median"]),
+                     _speedup(r.get("speedup_all")).strip(" |") if has_all else "–",
+                     spread(r["pair_speedups_all"], r["pair_median_all"])
+                     if has_all else "–"]
+            out.append("| " + " | ".join(cells) + " |")
+            for m in modes:
                 if r[m]["status"] != Status.OK:
                     problems.append(f"- {c['name']} {r['name']} {m}: **{r[m]['status']}**: "
                                     f"{r[m]['reason']}")
-    out += ["", "Speed-up: kernel mode / ordinary for throughput, ordinary / kernel mode "
-            "for time, of the medians (above 1: kernel mode is faster); pairs: the same "
-            "for each pair of runs, their median and range.", ""]
+    out += ["", "Speed-up: kernel mode (or appliance) / ordinary for throughput, ordinary / "
+            "kernel mode for time, of the medians (above 1: kernel mode is faster); "
+            "pairs: the same for each set of runs, their median and range.", ""]
     if problems:
         out += ["Runs without a result:", ""] + problems + [""]
     for app, title, unit, div in (("find", "Table 6.2: find application benchmark", "ms", 1),

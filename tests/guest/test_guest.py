@@ -434,6 +434,26 @@ def test_run_appliance_puts_init_and_the_command_in_kernel_mode():
     assert p.returncode == 1 and "appliance sets kml=all" in p.stderr, p.stderr
 
 
+def test_kml_modes_keeps_ordinary_processes_in_user_mode_under_kml_all():
+    """In a kml=all boot kml-modes runs mode user's server and the clients
+    of user and kernel with no_new_privs (CPL 3); mode all runs both at
+    CPL 0; outside kml=all, mode all is not run."""
+    client = "grep '^KernelMode:' /proc/self/status"
+    script = "; ".join(
+        f"kml-modes -s \"{client}\" {m} {m} /bin/sleep 30" for m in ("user", "kernel", "all"))
+    p = kml("run", "--appliance", "--", "sh", "-c", script)
+    assert p.returncode == 0, p.stdout + p.stderr
+    blocks = {m: p.stdout[p.stdout.index(f"# kml-begin {m} "):
+                          p.stdout.index(f"# kml-end {m} ")] for m in ("user", "kernel", "all")}
+    for mode, server, cl in (("user", 0, 0), ("kernel", 1, 0), ("all", 1, 1)):
+        b = blocks[mode]
+        assert f"KernelMode:\t{cl}" in b, b
+        assert f"server pid" in b and f"KernelMode: {server}" in b.split("server pid")[1], b
+    assert "# kml-end all all 0" in p.stdout
+    p = kml("run", "--", "kml-modes", "x", "all", "/bin/true")
+    assert p.returncode == 3 and "mode all needs a kml=all boot" in p.stdout, p.stdout
+
+
 DKS_CONSUME = "/sys/kernel/debug/dynamic_kstacks/consume"
 DKS_STARVE = "/sys/kernel/debug/dynamic_kstacks/starve"
 

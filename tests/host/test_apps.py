@@ -157,7 +157,7 @@ def test_combine_medians_speedups_and_markdown():
     assert apps.exit_status(d) == 0
     md = report.apps_markdown(d)
     assert "| redis | requests/s, geometric mean of set get (req/s) | pti-off | 100 | 125 |" \
-        " 1.25 | 1.25 (1.25–1.25) |" in md
+        " – | 1.25 | 1.25 (1.25–1.25) | – | – |" in md, md
     assert "| find, pti-off | 100 | 80.0 | 20 | +20.0 |" in md
     assert "| TCP Throughput, pti-off | 0.100 | 0.125 | 0.025 | +25.0 |" in md
     assert "EMULATED" in md and "kernel 6.12.0-kml, 2 CPUs (QEMU)" in md
@@ -201,3 +201,52 @@ def test_write_manifest(tmp_path, monkeypatch):
     git("tag", "kml-base")
     assert apps.write_manifest(tree) == ["fork.c", "kernel/fork.c"]
     assert apps.manifest_path().read_text() == "Makefile\nfork.c\nkernel/\nkernel/fork.c\n"
+
+
+APPL = tuple(c for c in apps.CONFIGS if c.name == "pti-off-appliance")
+
+
+def test_appliance_config_rotates_three_modes():
+    assert apps.DEFAULT_CONFIGS == ("pti-off-appliance", "pti-on-appliance")
+    assert APPL[0].append == "pti=off kml=all"
+    sp = apps.specs(APPL, 1, SIZES, FIND)
+    redis = [s.name for s in sp if ".redis." in s.name]
+    assert redis == ["pti-off-appliance.redis.user.1-1", "pti-off-appliance.redis.kernel.1-1",
+                     "pti-off-appliance.redis.all.1-1", "pti-off-appliance.redis.kernel.1-2",
+                     "pti-off-appliance.redis.all.1-2", "pti-off-appliance.redis.user.1-2"]
+    s = next(x for x in sp if x.name == "pti-off-appliance.redis.all.1-1")
+    assert s.mode is Mode.ALL and s.cpl == 0 and s.path == "/usr/bin/redis-server"
+    assert s.argv()[-len(s.args) - 3:-len(s.args)] == [s.name, "all", "/usr/bin/redis-server"]
+
+
+def test_combine_appliance_column():
+    runs = {"pti-off-appliance.system": done(["6.12.0-kml", "2", "QEMU", "pti=off kml=all"])}
+    for s in apps.specs(APPL, 1, SIZES, FIND):
+        if s.name.endswith(".system"):
+            continue
+        f = {Mode.USER: 1, Mode.KERNEL: 1.25, Mode.ALL: 1.5}[s.mode]
+        name = s.name.split(".")[1]
+        if name == "find":
+            runs[s.name] = done(FOUND, elapsed=int(1e8 / f))
+            continue
+        v = 100 * f
+        runs[s.name] = done({"redis": [f'"SET","{v}"', f'"GET","{v}"'],
+                             "nginx": [f"Requests/sec: {v}"],
+                             "iperf3": [f"[  5] 0.00-1.00 sec 1 MBytes {v} Mbits/sec  "
+                                        "receiver"]}[name])
+    d = apps.combine(APPL, 1, SIZES, FIND, runs, "tcg")
+    assert d["configs"][0]["modes"] == ["user", "kernel", "all"]
+    rows = {r["name"]: r for r in d["configs"][0]["apps"]}
+    for r in rows.values():
+        assert r["speedup"] == pytest.approx(1.25) and r["speedup_all"] == pytest.approx(1.5)
+        assert r["pair_median_all"] == pytest.approx(1.5)
+    assert apps.exit_status(d) == 0
+    md = report.apps_markdown(d)
+    assert "| redis | requests/s, geometric mean of set get (req/s) | pti-off-appliance | " \
+        "100 | 125 | 150 | 1.25 | 1.25 (1.25–1.25) | 1.50 | 1.50 (1.50–1.50) |" in md, md
+    del runs["pti-off-appliance.nginx.all.1-1"]
+    d = apps.combine(APPL, 1, SIZES, FIND, runs, "tcg")
+    assert apps.exit_status(d) == 1
+    md = report.apps_markdown(d)
+    assert "- pti-off-appliance nginx all: **error**: pti-off-appliance.nginx.all.1-1: no " \
+        "output" in md, md
