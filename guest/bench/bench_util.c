@@ -324,3 +324,14 @@ double bench_median(double *v, int n)
 	qsort(v, n, sizeof(*v), bench_cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+int bench_write_int(const char *path, int v)
+{
+	FILE *f = fopen(path, "w");
+	int bad;
+
+	if (!f)
+		return -1;
+	bad = fprintf(f, "%d\n", v) < 0;
+	return fclose(f) || bad ? -1 : 0;
+}

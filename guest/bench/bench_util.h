@@ -128,4 +128,7 @@ int bench_json_close(FILE *jf, const char *path);
 /* The median of v[0..n-1] (n > 0), which it sorts. */
 double bench_median(double *v, int n);
 
+/* Write "V\n" to a /proc or /sys file: 0, or -1 with errno set. */
+int bench_write_int(const char *path, int v);
+
 #endif /* KML_BENCH_UTIL_H */

@@ -201,13 +201,7 @@ static int fast_saved = -1;
 
 static int fast_sysctl(int v)
 {
-	FILE *f = fopen(FAST_SYSCTL, "w");
-	int bad;
-
-	if (!f)
-		return -1;
-	bad = fprintf(f, "%d\n", v) < 0;
-	return fclose(f) || bad ? -1 : 0;
+	return bench_write_int(FAST_SYSCTL, v);
 }
 
 static void fast_restore(void)

@@ -425,17 +425,6 @@ static int knob_path(char *path, size_t n, size_t i)
 	return snprintf(path, n, LO_CONF "%s", lo_knobs[i]);
 }
 
-static int write_int(const char *path, int v)
-{
-	FILE *f = fopen(path, "w");
-	int bad;
-
-	if (!f)
-		return -1;
-	bad = fprintf(f, "%d\n", v) < 0;
-	return fclose(f) || bad ? -1 : 0;
-}
-
 static void lo_restore(void)
 {
 	char path[128];
@@ -443,7 +432,7 @@ static void lo_restore(void)
 
 	for (i = 0; i < NKNOBS; i++) {
 		knob_path(path, sizeof(path), i);
-		if (lo_saved[i] >= 0 && write_int(path, lo_saved[i]))
+		if (lo_saved[i] >= 0 && bench_write_int(path, lo_saved[i]))
 			fprintf(stderr, "kml-udp: cannot put %s back to %d: %s\n",
 				path, lo_saved[i], strerror(errno));
 	}
@@ -466,7 +455,7 @@ static void lo_accept_own_datagrams(void)
 		fclose(f);
 		if (v == 1)
 			continue;
-		if (write_int(path, 1))
+		if (bench_write_int(path, 1))
 			die(3, "cannot set %s: %s", path, strerror(errno));
 		lo_saved[i] = v;
 	}
