@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import initramfs, kbuild, paths, qemu
+from . import apps, initramfs, kbuild, paths, qemu
 from .cpio import Archive
 from .paths import KmlError
 from .util import say
@@ -55,9 +55,7 @@ class Service:
 SERVICES = {
     # Debian's /usr/bin/redis-server is a link to redis-check-rdb (redis-tools)
     "redis": Service("redis", "/usr/bin/redis-check-rdb", "/usr/bin/redis-server",
-                     ("--port", "6379", "--bind", "127.0.0.1", "--save", "",
-                      "--appendonly", "no", "--protected-mode", "no",
-                      "--loglevel", "warning"), 6379, "redis"),
+                     apps.REDIS_ARGS, apps.REDIS_PORT, "redis"),
 }
 
 
@@ -128,7 +126,7 @@ def one_boot(kind, service, kernel, image, conf, opts):
                         mem=opts["mem"], timeout=opts["timeout"], accel=opts["accel"])
     ready = parse_ready(clock.text)
     rec = {"image": kind, "status": res.status, "problems": res.problems,
-           "timed_out": res.timed_out, "ready": ready, "rundir": str(res.rundir),
+           "timed_out": res.timed_out, "ready": ready, "rundir": _shown(res.rundir),
            "wall_ms": ((clock.ready_at - res.started) * 1e3
                        if clock.ready_at and res.started else None)}
     why = res.verdict()
@@ -136,6 +134,15 @@ def one_boot(kind, service, kernel, image, conf, opts):
         why = "no ready line from kml-appinit"
     rec["error"] = why
     return rec
+
+
+def _shown(path):
+    """path relative to the repository when it is inside it (saved results
+    should not name this machine's directories)."""
+    try:
+        return str(Path(path).resolve().relative_to(paths.ROOT))
+    except ValueError:
+        return str(path)
 
 
 def measure(service, rounds, opts, kernel=None):
@@ -159,7 +166,7 @@ def measure(service, rounds, opts, kernel=None):
     return {"schema": SCHEMA, "service": service.name, "kernel": kernel.name,
             "rounds": rounds, "append": opts["append"], "accel": opts["accel"],
             "emulated": opts["accel"] != "kvm", "sizes": sizes, "boots": boots,
-            "image": str(image)}
+            "image": _shown(image)}
 
 
 def summary(data):

@@ -58,6 +58,9 @@ PAGE_BYTES = 1024                           # the page nginx serves
 REDIS_PORT, HTTP_PORT, IPERF_PORT = 6379, 8080, 5201
 REDIS_TESTS = "set,get,incr,lpush,lpop,mset"
 REDIS_QUICK_TESTS = "set,get"
+# redis-server on loopback, nothing written to disk (./kml appliance too)
+REDIS_ARGS = ("--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
+              "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
 
 
 @dataclass(frozen=True)
@@ -175,8 +178,7 @@ def apps(sizes, expect_find=()):
     """The applications with their clients sized by sizes."""
     return (
         App("redis", "redis-server, redis-benchmark (ordinary)", "/usr/bin/redis-server",
-            ("--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning"),
+            REDIS_ARGS,
             f"kml-apptool wait-port {REDIS_PORT} && redis-benchmark -h 127.0.0.1 "
             f"-p {REDIS_PORT} -c 20 -n {sizes.redis_requests} -t {sizes.redis_tests} --csv",
             "requests/s, geometric mean of " + sizes.redis_tests.replace(",", " "),
