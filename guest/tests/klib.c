@@ -1487,6 +1487,19 @@ TEST(kml_udp_refuses_in_user_mode)
 
 /* ---- kml-top ----------------------------------------------------------- */
 
+/*
+ * dynamic_kstacks=on: a new task's stack has one page mapped, the rest on
+ * first use (reclaim maps all of it while the task runs and takes pages
+ * back only after it has slept a while).
+ */
+static int stacks_demand_paged(void)
+{
+	char v[16];
+
+	return !kml_cmdline_param("dynamic_kstacks", v, sizeof(v)) &&
+	       (!strcmp(v, "on") || !strcmp(v, "1") || !strcmp(v, "y"));
+}
+
 /* The line of pid in the last refresh of kml-top's output, or NULL. */
 static const char *top_line(const char *out, pid_t pid, char *line, size_t size)
 {
@@ -1511,6 +1524,7 @@ TEST(kml_top_shows_wait_channels_and_stacks)
 	static char out[1 << 16];
 	char *argv[] = { KML_TOP, "-b", "-n", "2", "-d", "0.3", "-m", "1000", NULL };
 	char line[256], comm[32], st, wchan[128], proc_wchan[128] = "", path[64];
+	long mapped_k, size_k;
 	FILE *f;
 	pid_t sleeper, top;
 	double cpu;
@@ -1550,8 +1564,13 @@ TEST(kml_top_shows_wait_channels_and_stacks)
 	 * nanosleep code)
 	 */
 	ASSERT_NE(NULL, top_line(out, sleeper, line, sizeof(line))) TH_LOG("%s", kml_quoted(out));
-	ASSERT_EQ(5, sscanf(line, "%*d %31s %c %lf %ld %*s %127s", comm, &st, &cpu, &depth,
-			    wchan)) TH_LOG("%s", line);
+	ASSERT_EQ(7, sscanf(line, "%*d %31s %c %lf %ld %ld/%ldK %127s", comm, &st, &cpu, &depth,
+			    &mapped_k, &size_k, wchan)) TH_LOG("%s", line);
+	/* mapped stack pages: at most the stack; fewer when demand-paged */
+	EXPECT_LT(0, mapped_k) TH_LOG("%s", line);
+	EXPECT_GE(size_k, mapped_k) TH_LOG("%s", line);
+	if (stacks_demand_paged())
+		EXPECT_GT(size_k, mapped_k) TH_LOG("%s", line);
 	EXPECT_STREQ("klib-sleeper", comm);
 	EXPECT_EQ('S', st) TH_LOG("%s", line);
 	EXPECT_LT(0, depth) TH_LOG("%s", line);
