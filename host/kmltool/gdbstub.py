@@ -1,9 +1,10 @@
 """A small client of the GDB remote serial protocol, for QEMU's gdb stub.
 
-Only what ./kml pathlen needs: halt, breakpoints, single steps of one
-vCPU, registers (their layout read from the stub's target description),
-memory, the QEMU single-step flags (qqemu.sstep), detach.  Packets are
-framed and checked here; no gdb process is involved.
+Only what ./kml pathlen and the vCPU state sampler (cpustate.py) need:
+halt, the list of threads (one per vCPU), breakpoints, single steps of
+one vCPU, registers (their layout read from the stub's target
+description), memory, the QEMU single-step flags (qqemu.sstep), detach.
+Packets are framed and checked here; no gdb process is involved.
 
 QEMU stops the whole VM when a client connects and resumes it when the
 client detaches.  A vCont action for one thread runs that vCPU alone; the
@@ -111,9 +112,12 @@ def parse_layout(docs, root="target.xml"):
     """[(name, bytes)] of the registers in the order of the g packet, from
     the target description (docs: {file name: xml text}, following
     xi:include).  Read with regular expressions: QEMU's target.xml uses
-    the xi: prefix without declaring it, which XML parsers reject."""
+    the xi: prefix without declaring it, which XML parsers reject.
+    Comments are dropped first: QEMU's i386-64bit.xml has registers
+    commented out (ss_base, ds_base, es_base) between gs and fs_base."""
     out = []
-    for tag, attrs in re.findall(r"<(xi:include|reg)\b([^>]*)>", docs[root]):
+    text = re.sub(r"<!--.*?-->", "", docs[root], flags=re.S)
+    for tag, attrs in re.findall(r"<(xi:include|reg)\b([^>]*)>", text):
         a = dict(re.findall(r'([\w:-]+)="([^"]*)"', attrs))
         if tag == "reg":
             out.append((a["name"], int(a["bitsize"]) // 8))
@@ -245,6 +249,17 @@ class Stub:
             self.ok(f"Qqemu.sstep={flags | want:x}")
             flags = int(self.request("qqemu.sstep"), 16)
         return flags
+
+    def threads(self):
+        """The stub's thread ids (QEMU: one per vCPU, in vCPU order), from
+        qfThreadInfo and qsThreadInfo until the list ends ('l')."""
+        out, reply = [], self.request("qfThreadInfo")
+        while reply.startswith("m"):
+            out += [t for t in reply[1:].split(",") if t]
+            reply = self.request("qsThreadInfo")
+        if reply != "l":
+            raise StubError(f"qfThreadInfo: the stub answered {reply!r}, not a thread list")
+        return out
 
     def regs(self):
         return unpack_regs(self.layout, self.request("g"))
