@@ -26,7 +26,7 @@ Three parts, the first two pure:
               pseudo-random intervals, then waits for "cpustate: idle" and
               samples again.
 
-tests/guest/test_cpustate.py boots the workload and checks the samples.
+tests/guest/test_smep_smap_sampled.py boots the workload and checks the samples.
 """
 import random
 import time
