@@ -104,32 +104,44 @@ static int futex_wait_change(uint32_t *word, uint32_t val, long ms)
 	return __atomic_load_n(word, __ATOMIC_ACQUIRE) != val ? 0 : -1;
 }
 
-/* Wake one waiter on @word, retrying until one was there to wake */
-static int futex_wake_one(uint32_t *word, long ms)
+/*
+ * Wake the waiter on @word, which waits while it is 0: retry until the
+ * wake finds it in FUTEX_WAIT (the value still 0, so it cannot have
+ * left without a wake-up), then set @val and wake again so that it
+ * leaves its loop.  0 if a waiter was woken.
+ */
+static int futex_wake_waiter(uint32_t *word, uint32_t val, long ms)
 {
+	int ret = -1;
+
 	for (long t = 0; t < ms; t += 10) {
-		if (futex(word, FUTEX_WAKE, 1, 0) == 1)
-			return 0;
+		if (futex(word, FUTEX_WAKE, 1, 0) == 1) {
+			ret = 0;
+			break;
+		}
 		usleep(10000);
 	}
-	return -1;
+	__atomic_store_n(word, val, __ATOMIC_RELEASE);
+	futex(word, FUTEX_WAKE, 1, 0);
+	return ret;
 }
 
 /*
  * The shared page: the ordinary side writes at 0, the peer at 64; futex
- * words at 128 (the peer waits), 132 (the peer is about to wait) and 136
- * (the ordinary side waits).
+ * words at 128 (the peer waits), 132 (the peer is about to wait), 136
+ * (the ordinary side waits) and 140 (the ordinary side is about to wait).
  */
 #define SH_ORD		0
 #define SH_PEER		64
 #define SH_WORD		128
 #define SH_READY	132
 #define SH_BACK		136
+#define SH_BACK_READY	140
 
 static int peer_shared(int fd)
 {
 	char *p = mmap(NULL, SHARED_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	uint32_t *word, *ready, *back;
+	uint32_t *word, *ready, *back, *back_ready;
 
 	if (p == MAP_FAILED) {
 		printf("mmap: %s\n", strerror(errno));
@@ -138,6 +150,7 @@ static int peer_shared(int fd)
 	word = (uint32_t *)(p + SH_WORD);
 	ready = (uint32_t *)(p + SH_READY);
 	back = (uint32_t *)(p + SH_BACK);
+	back_ready = (uint32_t *)(p + SH_BACK_READY);
 	if (strcmp(p + SH_ORD, "written by the ordinary process")) {
 		printf("shared page: %.40s\n", p + SH_ORD);
 		return 1;
@@ -150,8 +163,8 @@ static int peer_shared(int fd)
 		return 1;
 	}
 	/* Wake the ordinary process */
-	__atomic_store_n(back, 1, __ATOMIC_RELEASE);
-	if (futex_wake_one(back, 10000)) {
+	if (futex_wait_change(back_ready, 0, 10000) ||
+	    futex_wake_waiter(back, 1, 10000)) {
 		printf("futex: nobody to wake\n");
 		return 1;
 	}
@@ -570,7 +583,7 @@ TEST_F(modes, shared_memfd_and_futex_across_modes)
 {
 	const char *args[] = { "shared", NULL };
 	int fd = memfd_create("kml-addrspace", 0);
-	uint32_t *word, *ready, *back;
+	uint32_t *word, *ready, *back, *back_ready;
 	struct peer p;
 	char *sh;
 
@@ -581,16 +594,17 @@ TEST_F(modes, shared_memfd_and_futex_across_modes)
 	word = (uint32_t *)(sh + SH_WORD);
 	ready = (uint32_t *)(sh + SH_READY);
 	back = (uint32_t *)(sh + SH_BACK);
+	back_ready = (uint32_t *)(sh + SH_BACK_READY);
 	strcpy(sh + SH_ORD, "written by the ordinary process");
 
 	ASSERT_EQ(0, peer_start(&p, fd, args));
 	/* Wake the peer once it waits */
 	ASSERT_EQ(0, futex_wait_change(ready, 0, 10000));
-	__atomic_store_n(word, 1, __ATOMIC_RELEASE);
-	EXPECT_EQ(0, futex_wake_one(word, 10000)) {
+	EXPECT_EQ(0, futex_wake_waiter(word, 1, 10000)) {
 		TH_LOG("the kernel-mode process never waited on the futex");
 	}
 	/* And be woken by it */
+	__atomic_store_n(back_ready, 1, __ATOMIC_RELEASE);
 	EXPECT_EQ(0, futex_wait_change(back, 0, 10000));
 	EXPECT_EQ(0, peer_finish(&p));
 	EXPECT_STREQ("written by the kernel-mode process", sh + SH_PEER);
