@@ -37,11 +37,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -71,11 +75,23 @@ SITE_DECL(read);
 SITE_DECL(write);
 SITE_DECL(futex_wake);
 SITE_DECL(pipe_rtt);
+/* Operations without a kfunc site: the syscall and call paths only */
+#define SITE_DECL2(op) \
+	long pl_##op##_syscall(long, long, long); \
+	long pl_##op##_call(long, long, long); \
+	extern const char pl_##op##_syscall_at[], pl_##op##_syscall_end[]; \
+	extern const char pl_##op##_call_at[], pl_##op##_call_end[]
+SITE_DECL2(xpipe_rtt);
+SITE_DECL2(fault);
 
 #define SITES(op) \
 	.fn = { pl_##op##_syscall, pl_##op##_call, pl_##op##_kfunc }, \
 	.at = { pl_##op##_syscall_at, pl_##op##_call_at, pl_##op##_kfunc_at }, \
 	.end = { pl_##op##_syscall_end, pl_##op##_call_end, pl_##op##_kfunc_end }
+#define SITES2(op) \
+	.fn = { pl_##op##_syscall, pl_##op##_call, NULL }, \
+	.at = { pl_##op##_syscall_at, pl_##op##_call_at, NULL }, \
+	.end = { pl_##op##_syscall_end, pl_##op##_call_end, NULL }
 
 /* Used by pathlen-sites.S: the address of __vdso_kml_syscall */
 void *pathlen_entry;
@@ -96,8 +112,11 @@ struct op {
 	const char *at[NPATH], *end[NPATH];
 	long a[3];		/* the arguments, set by setup() */
 	long expect;		/* the expected result */
+	void (*prep)(struct op *);	/* before each call: fresh arguments */
 	int selected;
 };
+
+static void fault_prep(struct op *o);
 
 static struct op ops[] = {
 	{ "getppid", "getppid()", SITES(getppid) },
@@ -105,6 +124,10 @@ static struct op ops[] = {
 	{ "write", "write 1 byte to /dev/null", SITES(write) },
 	{ "futex_wake", "futex(FUTEX_WAKE_PRIVATE), no waiters", SITES(futex_wake) },
 	{ "pipe_rtt", "pipe round trip: write 1 byte, read it back", SITES(pipe_rtt) },
+	{ "xpipe_rtt", "pipe round trip across modes: write 1 byte, a process of the other "
+	  "mode reads it and writes 1 byte back, read it", SITES2(xpipe_rtt) },
+	{ "fault", "first touch of a fresh anonymous page (one store)", SITES2(fault),
+	  .prep = fault_prep },
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
@@ -116,13 +139,15 @@ static struct {
 	const char *json;
 	const char *label;
 	int fast_syscall;
+	const char *echo;	/* --echo RFD,WFD: the partner of xpipe_rtt */
 } opt = { .expect_kernel = -1, .warmup = 100, .wait_s = 600, .fast_syscall = -1 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: %s [--path syscall|call|kfunc] [--expect-mode user|kernel] "
 		"[--only OP,...] [--warmup N] [--wait-s S] [--json FILE] "
-		"[--label TEXT] [--fast-syscall 0|1|2] [-v]\noperations:", bench_prog);
+		"[--label TEXT] [--fast-syscall 0|1|2] [--echo RFD,WFD] [-v]\n"
+		"operations:", bench_prog);
 	for (size_t i = 0; i < NOPS; i++)
 		fprintf(f, " %s", ops[i].name);
 	fputc('\n', f);
@@ -149,7 +174,7 @@ static void select_ops(const char *list)
 static void parse_args(int argc, char **argv)
 {
 	enum { PL_O_PATH = 0x2000, PL_O_EXPECT, PL_O_ONLY, PL_O_WARMUP, PL_O_WAIT,
-	       PL_O_FAST };
+	       PL_O_FAST, PL_O_ECHO };
 	static const struct option lopts[] = {
 		{ "path", required_argument, NULL, PL_O_PATH },
 		{ "expect-mode", required_argument, NULL, PL_O_EXPECT },
@@ -157,6 +182,7 @@ static void parse_args(int argc, char **argv)
 		{ "warmup", required_argument, NULL, PL_O_WARMUP },
 		{ "wait-s", required_argument, NULL, PL_O_WAIT },
 		{ "fast-syscall", required_argument, NULL, PL_O_FAST },
+		{ "echo", required_argument, NULL, PL_O_ECHO },
 		BENCH_COMMON_OPTIONS,
 		{ 0 }
 	};
@@ -182,12 +208,19 @@ static void parse_args(int argc, char **argv)
 			opt.wait_s = bench_parse_long("--wait-s", optarg, 1, 86400);
 		else if (ch == PL_O_FAST)
 			opt.fast_syscall = bench_parse_long("--fast-syscall", optarg, 0, 2);
+		else if (ch == PL_O_ECHO)
+			opt.echo = optarg;
 		else
 			bench_common_option(ch, &com);
 	}
 	bench_no_operands(argc, argv);
+	/* by default the operations of every path but the newer ones */
 	for (size_t i = 0; i < NOPS && !only; i++)
-		ops[i].selected = 1;
+		ops[i].selected = ops[i].fn[PATH_KFUNC] != NULL;
+	for (size_t i = 0; i < NOPS; i++)
+		if (ops[i].selected && !ops[i].fn[opt.path])
+			bench_usage_error("--only: %s has no %s path", ops[i].name,
+					  path_name[opt.path]);
 	opt.json = com.json;
 	opt.label = com.label;
 }
@@ -285,6 +318,156 @@ static int check_available(void)
 	return 0;
 }
 
+/*
+ * xpipe_rtt: two blocking pipes to a partner of the other mode, which
+ * reads one byte and writes it back (kml-pathlen --echo RFD,WFD): the
+ * /trusted copy of this program for an ordinary process (copied there and
+ * removed once it runs), /usr/bin/kml-pathlen for a kernel-mode one.
+ */
+#define ECHO_TRUSTED	"/trusted/kml-pathlen-echo"
+#define ECHO_ORDINARY	"/usr/bin/kml-pathlen"
+static int xpipe_to[2], xpipe_from[2];
+static pid_t partner = -1;
+
+static int copy_self(const char *to)
+{
+	char b[65536];
+	ssize_t n;
+	int in = open("/proc/self/exe", O_RDONLY), out;
+
+	if (in < 0)
+		return -1;
+	unlink(to);
+	out = open(to, O_WRONLY | O_CREAT | O_EXCL, 0755);
+	if (out < 0) {
+		close(in);
+		return -1;
+	}
+	while ((n = read(in, b, sizeof(b))) > 0)
+		if (write(out, b, n) != n) {
+			n = -1;
+			break;
+		}
+	close(in);
+	if (fchmod(out, 0755) || close(out) || n < 0)
+		return -1;
+	return 0;
+}
+
+static void xpipe_stop(void)
+{
+	int st;
+
+	if (partner <= 0)
+		return;
+	close(xpipe_to[1]);	/* the partner reads end of file and ends */
+	close(xpipe_from[0]);
+	waitpid(partner, &st, 0);
+	partner = -1;
+}
+
+static int xpipe_setup(void)
+{
+	int kernel = kml_kernel_mode();
+	const char *prog = kernel ? ECHO_ORDINARY : ECHO_TRUSTED;
+	char fds[32], c = 'x';
+	bool answered;
+
+	if (pipe2(xpipe_to, O_CLOEXEC) || pipe2(xpipe_from, O_CLOEXEC)) {
+		perror("kml-pathlen: xpipe_rtt: pipe");
+		return -1;
+	}
+	if (!kernel && copy_self(ECHO_TRUSTED)) {
+		fprintf(stderr, "%s: xpipe_rtt: cannot copy myself to %s: %s\n",
+			bench_prog, ECHO_TRUSTED, strerror(errno));
+		return -1;
+	}
+	/* A partner that dies must not kill us silently at the check below */
+	signal(SIGPIPE, SIG_IGN);
+	partner = fork();
+	if (partner < 0) {
+		perror("kml-pathlen: fork");
+		if (!kernel)
+			unlink(ECHO_TRUSTED);
+		return -1;
+	}
+	if (partner == 0) {
+		fcntl(xpipe_to[0], F_SETFD, 0);
+		fcntl(xpipe_from[1], F_SETFD, 0);
+		snprintf(fds, sizeof(fds), "%d,%d", xpipe_to[0], xpipe_from[1]);
+		execl(prog, prog, "--echo", fds, "--expect-mode", kernel ? "user" : "kernel",
+		      (char *)NULL);
+		fprintf(stderr, "%s: cannot run %s: %s\n", bench_prog, prog, strerror(errno));
+		_exit(127);
+	}
+	close(xpipe_to[0]);
+	close(xpipe_from[1]);
+	atexit(xpipe_stop);
+	/* one round trip: the partner runs, in the other mode */
+	answered = write(xpipe_to[1], &c, 1) == 1 && read(xpipe_from[0], &c, 1) == 1;
+	/* Running or not, the partner needs its copy in /trusted no more */
+	if (!kernel)
+		unlink(ECHO_TRUSTED);
+	if (!answered) {
+		fprintf(stderr, "%s: xpipe_rtt: the partner %s (%s mode) did not answer\n",
+			bench_prog, prog, kernel ? "user" : "kernel");
+		return -1;
+	}
+	return 0;
+}
+
+/* kml-pathlen --echo RFD,WFD: xpipe_rtt's partner */
+static int echo_main(void)
+{
+	int r, w;
+	char c;
+
+	if (sscanf(opt.echo, "%d,%d", &r, &w) != 2)
+		bench_usage_error("--echo RFD,WFD");
+	if (!bench_in_expected_mode(opt.expect_kernel))
+		return 3;
+	for (;;) {
+		ssize_t n = read(r, &c, 1);
+
+		if (n == 0)
+			return 0;
+		if (n != 1 || write(w, &c, 1) != 1) {
+			perror("kml-pathlen --echo");
+			return 1;
+		}
+	}
+}
+
+/*
+ * fault: pages of an anonymous mapping (no huge pages), each touched
+ * once; when all have been, MADV_DONTNEED makes them fresh again.
+ */
+#define FAULT_PAGES	1024
+#define PAGE		4096
+static char *fault_mem;
+static long fault_next;
+
+static int fault_setup(void)
+{
+	fault_mem = mmap(NULL, FAULT_PAGES * PAGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (fault_mem == MAP_FAILED) {
+		perror("kml-pathlen: fault: mmap");
+		return -1;
+	}
+	madvise(fault_mem, FAULT_PAGES * PAGE, MADV_NOHUGEPAGE);
+	return 0;
+}
+
+static void fault_prep(struct op *o)
+{
+	if (fault_next == FAULT_PAGES) {
+		madvise(fault_mem, FAULT_PAGES * PAGE, MADV_DONTNEED);
+		fault_next = 0;
+	}
+	o->a[0] = (long)(fault_mem + fault_next++ * PAGE);
+}
+
 static void set_args(struct op *o, long a1, long a2, long a3, long expect)
 {
 	o->a[0] = a1;
@@ -308,6 +491,12 @@ static int setup(void)
 	set_args(&ops[3], (long)&futex_word,
 		 opt.path == PATH_KFUNC ? PL_FLAGS_SIZE_32 : FUTEX_WAKE_PRIVATE, 1, 0);
 	set_args(&ops[4], pipe_fd[1], pipe_fd[0], (long)buf, 1);
+	if (ops[5].selected && xpipe_setup())
+		return -1;
+	set_args(&ops[5], xpipe_to[1], xpipe_from[0], (long)buf, 1);
+	if (ops[6].selected && fault_setup())
+		return -1;
+	set_args(&ops[6], 0, 0, 0, 0);
 	pathlen_done = 0;	/* its page is present: the host can write it */
 	return 0;
 }
@@ -321,6 +510,8 @@ static int round_once(void)
 
 		if (!o->selected)
 			continue;
+		if (o->prep)
+			o->prep(o);
 		r = o->fn[opt.path](o->a[0], o->a[1], o->a[2]);
 		if (r != o->expect) {
 			fprintf(stderr, "%s: %s returned %ld, expected %ld\n",
@@ -448,6 +639,8 @@ int main(int argc, char **argv)
 
 	bench_set_prog(argv[0]);
 	parse_args(argc, argv);
+	if (opt.echo)
+		return echo_main();
 	rc = check_available();
 	if (rc)
 		return rc;

@@ -60,22 +60,39 @@ END	pl_\op\()_\path
  * Pipe round trip: write(a1, a3, 1), then read(a2, a3, 1).  Returns the
  * read's result, or the write's when that was not 1.
  */
-.macro RTT path
-FUNC	pl_pipe_rtt_\path
+.macro RTT path, op=pipe_rtt
+FUNC	pl_\op\()_\path
 	movq	%rsi, %r8		/* the read end */
 	movq	%rdx, %rsi		/* the buffer */
 	movl	$1, %edx
 	movl	$1, %eax		/* write */
-	ENTER	\path, pl_pipe_rtt_\path\()_at
+	ENTER	\path, pl_\op\()_\path\()_at
 	movq	%rax, %r9
 	movq	%r8, %rdi
 	xorl	%eax, %eax		/* read */
 	ENTER	\path
-END	pl_pipe_rtt_\path
+END	pl_\op\()_\path
 	cmpq	$1, %r9
 	cmovneq	%r9, %rax
 	ret
-	.size	pl_pipe_rtt_\path, . - pl_pipe_rtt_\path
+	.size	pl_\op\()_\path, . - pl_\op\()_\path
+.endm
+
+/*
+ * First touch of a fresh anonymous page: one store to a1 (kml-pathlen.c
+ * hands each call a page not touched since its mmap or MADV_DONTNEED).
+ * The path is the same for both paths (no system call); each has a site
+ * of its own all the same.  Returns 0.
+ */
+.macro FAULT path
+FUNC	pl_fault_\path
+	.globl	pl_fault_\path\()_at
+pl_fault_\path\()_at:
+	movb	$1, (%rdi)
+END	pl_fault_\path
+	xorl	%eax, %eax
+	ret
+	.size	pl_fault_\path, . - pl_fault_\path
 .endm
 
 .irp path, syscall, call
@@ -84,6 +101,8 @@ END	pl_pipe_rtt_\path
 	ONE	write, 1, \path
 	ONE	futex_wake, 202, \path
 	RTT	\path
+	RTT	\path, xpipe_rtt	/* blocking pipes, a partner of the other mode echoes */
+	FAULT	\path
 .endr
 
 /*

@@ -13,7 +13,7 @@ from kmlverify.cli import main as verify_main
 from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
 from . import appliance, apps, package, setup, soak
 from .guestrun import Mode, Spec, Status
-from . import insn, pathlen
+from . import pathlen
 from .paths import KmlError
 from .util import say
 
@@ -228,8 +228,10 @@ def build_parser():
                    help="boots of each image, alternating (default 3)")
 
     text = ("instructions per system call (getppid, read, write, futex wake, pipe round "
-            "trip) in the three modes of bench, with pti=off and pti=on, counted by "
-            "single-stepping through QEMU's gdb stub, with the costly instructions met")
+            "trip), per pipe round trip with a process of the other mode (context switches "
+            "across modes) and per first-touch page fault, in the three modes of bench, "
+            "with pti=off and pti=on, counted by single-stepping through QEMU's gdb stub, "
+            "with the costly instructions met")
     p = sub.add_parser("pathlen", help=text, description=text + ".")
     add_vm_options(p, 1800, smp=1)    # one vCPU: nothing else runs while it is stepped
     p.add_argument("--quick", action="store_true", help="getppid only, 3 samples")
@@ -373,14 +375,17 @@ def show_and_save(data, table, prefix="", what="results"):
 def run_pathlen(a, only, samples, smp):
     """kml-pathlen's specs booted with the gdb hook (see pathlen.py):
     boots, combine, render, save.  0 or an exit code."""
-    kernel = insn.Symbols.of_file(pathlen.VMLINUX)
-    tracer = pathlen.Tracer(samples, say=say)
+    kernel, source = pathlen.kernel_symbols(say=say)
+    tracer = pathlen.Tracer(samples, say=say,
+                            progress=say if os.environ.get("KML_PATHLEN_PROGRESS") == "1"
+                            else None)
     specs = pathlen.specs(only)
     out = guestrun.boot(specs, gdb=tracer, **dict(vm_options(a), smp=smp))
     if out.failed:
         say(f"pathlen FAILED: {out.failed.failure}")
         return out.failed.code
     data = pathlen.combine(specs, out.runs, tracer, kernel)
+    data["kernel_symbols"] = source
     table = report.pathlen_markdown(data)
     show_and_save(data, table, "pathlen-", "path length results")
     return pathlen.exit_status(data)

@@ -103,7 +103,9 @@ class Symbols:
     def lookup(self, addr):
         """(name, offset) of the symbol at or below addr, or ("?", addr)."""
         i = bisect.bisect_right(self.addrs, addr) - 1
-        return (self.names[i], addr - self.addrs[i]) if i >= 0 else ("?", addr)
+        if i < 0 or (addr >= KERNEL_START > self.addrs[i]):
+            return ("?", addr)      # no symbol, or only a user one below a kernel address
+        return (self.names[i], addr - self.addrs[i])
 
     def name(self, addr):
         return self.lookup(addr)[0]

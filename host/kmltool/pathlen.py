@@ -41,12 +41,19 @@ from .paths import KmlError
 SCHEMA = "kml-pathlen-modes/1"
 GUEST_SCHEMA = "kml-pathlen/1"
 PROGRAM = "/usr/bin/kml-pathlen"
-OPS = ("getppid", "read", "write", "futex_wake", "pipe_rtt")
+OPS = ("getppid", "read", "write", "futex_wake", "pipe_rtt", "xpipe_rtt", "fault")
+# The modes an operation is counted in (the others: every mode).  xpipe_rtt
+# has no kfunc path, and its syscall path is the same with or without the
+# bypass; the fault enters no system call, so the other kernel-mode runs
+# would count kernel-syscall's path again.
+OP_MODES = {"xpipe_rtt": ("user", "kernel-syscall", "kernel-call"),
+            "fault": ("user", "kernel-syscall")}
 PTI = ("off", "on")
 DEFAULT_SAMPLES, DEFAULT_SKIP = 5, 1
 MAX_STEPS = 200000          # a path longer than this is an error (a stall)
 MAX_NULL_STEPS = 100        # steps in a row that execute nothing: an error
 STOP_TIMEOUT = 120          # seconds until a breakpoint must be hit
+MAX_DROPPED = 3             # samples longer than MAX_STEPS dropped, per operation
 READY = r"kml-pathlen: ready (.*)$"
 VDSO_DBG = paths.OBJ / "arch" / "x86" / "entry" / "vdso" / "vdso64.so.dbg"
 VMLINUX = paths.OBJ / "vmlinux"
@@ -109,15 +116,23 @@ KFUNC = replace(bench.MODES[2], name="kernel-kfunc",
 MODES = (*bench.MODES, GENERIC, KFUNC)
 
 
+def mode_ops(mode, only=None):
+    """The operations (of only, default OPS) counted in mode."""
+    return [o for o in (only or OPS) if mode in OP_MODES.get(o, (mode,))]
+
+
 def specs(only=None, pti=PTI):
-    """One run per mode and pti value (one boot per pti)."""
-    opts = ["--only", ",".join(only)] if only else []
+    """One run per mode and pti value (one boot per pti); a mode none of
+    whose operations is counted there is left out."""
     out = []
     for p in pti:
         for m in MODES:
+            ops = mode_ops(m.name, only)
+            if not ops:
+                continue
             name = run_name(m, p)
             out.append(replace(m, name=name, program=PROGRAM, append=f"pti={p}")
-                       .with_options(*opts, "--label", name))
+                       .with_options("--only", ",".join(ops), "--label", name))
     return out
 
 
@@ -168,6 +183,11 @@ def step_once(stub, thread, regs):
     raise StubError(f"no progress in {MAX_NULL_STEPS} steps at {regs['rip']:#x}")
 
 
+class PathTooLong(StubError):
+    """A path longer than MAX_STEPS: something else ran in between (the
+    round trip across modes on one vCPU), or it stalled."""
+
+
 def trace(stub, thread, regs, end, code):
     """Single-step thread's vCPU from regs (stopped at the entering
     instruction) until RIP is end: (the Steps, the null steps); code gets
@@ -176,8 +196,8 @@ def trace(stub, thread, regs, end, code):
     steps, nulls = [], 0
     while regs["rip"] != end:
         if len(steps) >= MAX_STEPS:
-            raise StubError(f"no return to {end:#x} within {MAX_STEPS} instructions "
-                            f"(now at {regs['rip']:#x})")
+            raise PathTooLong(f"no return to {end:#x} within {MAX_STEPS} instructions "
+                              f"(now at {regs['rip']:#x})")
         rip = regs["rip"]
         if rip not in code:
             code[rip] = read_code(stub, rip)
@@ -201,43 +221,61 @@ def hit(stub, by_at):
     return op, stop.thread, regs
 
 
-def count(stub, ready, want):
-    """The traces of want hits of each operation: ({name: [[Step]]}, code)."""
+def count(stub, ready, want, say=None, dropped=None):
+    """The traces of want hits of each operation: ({name: [[Step]]}, code);
+    say (if given) hears of each hit counted.  A hit whose path is longer
+    than MAX_STEPS is dropped (counted in dropped[name]; the VM goes on
+    from where the step stopped, the next hit is a new sample), up to
+    MAX_DROPPED per operation."""
     by_at = {op.at: op for op in ready.ops}
     traces = {op.name: [] for op in ready.ops}
+    dropped = {} if dropped is None else dropped
     code = {}
     for at in by_at:
         stub.set_break(at)
     while any(len(t) < want for t in traces.values()):
         op, thread, regs = hit(stub, by_at)
-        traces[op.name].append(trace(stub, thread, regs, op.end, code))
+        try:
+            traces[op.name].append(trace(stub, thread, regs, op.end, code))
+        except PathTooLong as e:
+            dropped[op.name] = dropped.get(op.name, 0) + 1
+            if dropped[op.name] > MAX_DROPPED:
+                raise
+            if say:
+                say(f"  {ready.label}: {op.name}: a hit dropped: {e}")
+            continue
+        if say:
+            say(f"  {ready.label}: {op.name} hit {len(traces[op.name])}/{want}: "
+                f"{len(traces[op.name][-1][0])} steps")
     for at in by_at:
         stub.clear_break(at)
     stub.write(ready.done, (1).to_bytes(4, "little"))
     return traces, code
 
 
-def measure(address, ready, samples, skip):
+def measure(address, ready, samples, skip, say=None):
     """Connect, count, detach: {"sstep": flags, "traces", "code"}."""
     stub = Stub.connect(address)
     try:
         stub.start()
         flags = stub.sstep_flags()
-        traces, code = count(stub, ready, skip + samples)
+        dropped = {}
+        traces, code = count(stub, ready, skip + samples, say, dropped)
     finally:
         stub.detach()
         stub.close()
     return {"sstep": flags, "traces": {k: v[skip:] for k, v in traces.items()},
-            "code": code}
+            "code": code, "dropped": dropped}
 
 
 class Tracer:
     """The gdb hook: measures every kml-pathlen run of a boot; results
     (by run label) stay here for combine()."""
 
-    def __init__(self, samples=DEFAULT_SAMPLES, skip=DEFAULT_SKIP, say=None):
+    def __init__(self, samples=DEFAULT_SAMPLES, skip=DEFAULT_SKIP, say=None, progress=None):
         self.samples, self.skip = samples, skip
         self.say = say or (lambda msg: None)
+        self.progress = progress        # hears of every hit counted (KML_PATHLEN_PROGRESS=1)
         self.results = {}
 
     def __call__(self, watch):
@@ -252,10 +290,24 @@ class Tracer:
                      f"{self.skip} + {self.samples} hits each")
             self.results[ready.label] = {"ready": ready,
                                          **measure(watch.stub, ready, self.samples,
-                                                   self.skip)}
+                                                   self.skip, self.progress)}
 
 
 # ---- figures ----------------------------------------------------------
+
+def kernel_symbols(vmlinux=VMLINUX, say=None):
+    """(Symbols, the file they came from): vmlinux, else System.map next
+    to it, else none (counts and costly instructions do not need them;
+    functions, offsets and the inside/outside split do)."""
+    sysmap = vmlinux.parent / "System.map"
+    if vmlinux.exists():
+        return Symbols.of_file(vmlinux), str(vmlinux)
+    if sysmap.exists():
+        return Symbols.from_nm(sysmap.read_text()), str(sysmap)
+    (say or (lambda m: None))(f"no {vmlinux} nor {sysmap}: kernel addresses stay unnamed, "
+                              "and inside/outside cannot be split")
+    return Symbols(), None
+
 
 def symbols_for(ready, kernel, program=GUEST_BINARY, vdso=VDSO_DBG):
     """Kernel symbols moved to where the guest's kernel is (KASLR), the
@@ -289,7 +341,9 @@ def op_figures(traces, insns, syms):
 def run_figures(result, syms):
     """{op: figures} of one measured run."""
     insns = disassemble(result["code"])
-    return {name: op_figures(t, insns, syms) for name, t in result["traces"].items()}
+    dropped = result.get("dropped") or {}
+    return {name: {**op_figures(t, insns, syms), "dropped": dropped.get(name, 0)}
+            for name, t in result["traces"].items()}
 
 
 def run_status(spec, run, measured):

@@ -309,7 +309,8 @@ def test_specs_options_and_parser():
                                                         "--json")
     assert s.args == ("--expect-mode", "kernel", "--path", "call")
     assert s.options == ("--only", "getppid", "--label", "kernel-call-pti-off")
-    assert pathlen.specs()[0].options == ("--label", "user-pti-off")
+    assert pathlen.specs()[0].options == ("--only", ",".join(pathlen.OPS),
+                                          "--label", "user-pti-off")
     pathlen.check_append("nokaslr")
     with pytest.raises(KmlError, match="spoil the comparison"):
         pathlen.check_append("quiet pti=auto")
@@ -320,6 +321,89 @@ def test_specs_options_and_parser():
     assert (a.smp, a.quick, a.only, a.samples, a.timeout) == (1, False, None, None, 1800)
     a = cli.build_parser().parse_args(["pathlen", "--quick", "--smp", "2", "--samples", "4"])
     assert (a.smp, a.quick, a.samples) == (2, True, 4)
+
+
+def test_specs_count_each_operation_in_its_modes():
+    default = {s.name: s.options[1] for s in pathlen.specs()}
+    assert default["user-pti-on"] == ("getppid,read,write,futex_wake,pipe_rtt,xpipe_rtt,"
+                                      "fault")
+    assert default["kernel-syscall-pti-off"] == default["user-pti-on"]
+    assert default["kernel-call-pti-off"] == "getppid,read,write,futex_wake,pipe_rtt,xpipe_rtt"
+    assert default["kernel-syscall-generic-pti-off"] == "getppid,read,write,futex_wake,pipe_rtt"
+    assert default["kernel-kfunc-pti-on"] == "getppid,read,write,futex_wake,pipe_rtt"
+    # a mode without any of the operations asked for is not booted
+    specs = pathlen.specs(["fault"])
+    assert [(s.name, s.options[1]) for s in specs] == [
+        ("user-pti-off", "fault"), ("kernel-syscall-pti-off", "fault"),
+        ("user-pti-on", "fault"), ("kernel-syscall-pti-on", "fault")]
+    pathlen.check_only(["xpipe_rtt", "fault"])
+    with pytest.raises(KmlError, match="unknown operation"):
+        pathlen.check_only(["timer"])
+
+
+class BreakStub(FakeStub):
+    """FakeStub with breakpoints: each cont() stops at the next of hits
+    (RIPs); each stop's path is paths[hit]."""
+
+    def __init__(self, hits, paths):
+        super().__init__([None])
+        self.hits, self.paths, self.h = hits, paths, -1
+        self.breaks, self.written = set(), {}
+
+    def set_break(self, at):
+        self.breaks.add(at)
+
+    def clear_break(self, at):
+        self.breaks.discard(at)
+
+    def cont(self):
+        self.h += 1
+        rip = self.hits[self.h]
+        assert rip in self.breaks
+        self.states, self.i = [regs(rip)] + self.paths[self.h], 0
+
+    def wait_stop(self, timeout):
+        return StopReply("T05thread:01;")
+
+    def select(self, thread):
+        pass
+
+    def write(self, addr, data):
+        self.written[addr] = data
+
+
+def test_count_drops_a_path_that_is_too_long(monkeypatch):
+    monkeypatch.setattr(pathlen, "MAX_STEPS", 3)
+    at, end = 0x5A402E50, 0x5A402E5C
+    ready = pathlen.Ready("t", 1, 3, "syscall", 0, 0x5A4C9560, 0,
+                          (pathlen.Op("xpipe_rtt", at, end),))
+    long_path = [regs(K), regs(K + 4), regs(K + 8), regs(K + 12), regs(end)]
+    stub = BreakStub([at] * 3, [[regs(K), regs(end)], long_path, [regs(K + 4), regs(end)]])
+    dropped = {}
+    traces, _ = pathlen.count(stub, ready, 2, dropped=dropped)
+    assert [[s.rip for s in t] for t, _ in traces["xpipe_rtt"]] == [[at, K], [at, K + 4]]
+    assert dropped == {"xpipe_rtt": 1}
+    assert stub.breaks == set() and stub.written == {0x5A4C9560: b"\x01\0\0\0"}
+    monkeypatch.setattr(pathlen, "MAX_DROPPED", 0)
+    stub = BreakStub([at], [long_path])
+    with pytest.raises(pathlen.PathTooLong, match="within 3 instructions"):
+        pathlen.count(stub, ready, 1)
+
+
+def test_kernel_symbols_fall_back_to_system_map(tmp_path):
+    said = []
+    vmlinux = tmp_path / "vmlinux"
+    syms, source = pathlen.kernel_symbols(vmlinux, said.append)
+    assert (syms.addrs, source) == ([], None) and "inside/outside cannot be split" in said[0]
+    (tmp_path / "System.map").write_text("ffffffff81000000 T _text\n"
+                                         "ffffffff81000100 t asm_exc_page_fault\n"
+                                         "ffffffff82000000 D some_data\n")
+    syms, source = pathlen.kernel_symbols(vmlinux)
+    assert source.endswith("System.map") and syms.address("_text") == K
+    assert syms.where(K + 0x104) == "asm_exc_page_fault+0x4"
+    # without kernel symbols a user symbol does not name a kernel address
+    user = Symbols([(0x5A4CC000, "data_start")])
+    assert user.where(K + 4) == hex(K + 4) and user.where(0x5A4CC010) == "data_start+0x10"
 
 
 def guest_doc(spec, **more):
@@ -478,3 +562,15 @@ def test_guest_program_ready_line(tmp_path_factory, tmp_path):
     p = subprocess.run([str(prog), "--path", "call", "--expect-mode", "user"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 3 and "call path is not available" in p.stderr
+    # the newer operations: the page fault's site
+    p = subprocess.run([str(prog), "--only", "fault", "--warmup", "1100", "--wait-s", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "nobody set the done flag" in p.stderr
+    line = next(x for x in p.stderr.splitlines() if x.startswith("kml-pathlen: ready "))
+    words = line.split()
+    fault = next(w for w in words if w.startswith("op=fault,")).split(",")
+    assert int(fault[1], 16) == syms.address("pl_fault_syscall_at")
+    # no kfunc path for the round trip across modes; not counted by default
+    p = subprocess.run([str(prog), "--path", "kfunc", "--only", "xpipe_rtt"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "xpipe_rtt has no kfunc path" in p.stderr
