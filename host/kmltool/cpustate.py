@@ -4,10 +4,11 @@ through QEMU's gdb stub.
 A kernel-mode process runs at CPL 0 but must not take SMEP and SMAP
 (CR4 bits 20 and 21) away from the kernel: whatever runs on a vCPU — a
 kernel-mode program, an ordinary program, the kernel itself, the idle
-task after a kernel-mode program — CR4 keeps both bits.  The guest cannot
-show that itself (a kernel-mode program that reads CR4 would need the
-very privilege in question, and an ordinary one sees nothing), so the
-host looks: it stops the VM through the gdb stub, reads cs, rip and cr4
+task after a kernel-mode program — CR4 keeps both bits.  Inside the
+guest only a kernel-mode program can read CR4, and only while it runs
+itself (guest/tests/addrspace.c does); what the kernel, ordinary programs
+and the idle task run with it cannot see.  So the host looks: it stops
+the VM through the gdb stub, reads cs, rip and cr4
 of each vCPU, lets the VM go on, and does so again and again while a
 workload runs.
 
