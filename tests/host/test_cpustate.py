@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+from fake_stub import FakeSocketStub
 
 from kmltool import cpustate, gdbstub, qemu
 from kmltool.cpustate import BUSY, IDLE, KERNEL, KERNEL_MODE, USER, CpuState
@@ -125,24 +126,6 @@ def test_intervals_are_deterministic_and_bounded():
 
 # ---- the stub's threads and the registers of every vCPU --------------
 
-class FakeSocketStub:
-    """A stub on a socket pair: answers each request from a script."""
-
-    def __init__(self, answers):
-        import socket
-        self.a, self.b = socket.socketpair()
-        self.answers = answers
-        self.got = []
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def serve(self):
-        buf = b""
-        while self.answers:
-            buf += self.b.recv(4096)
-            pkts, buf = gdbstub.split_packets(buf)
-            for p in pkts:
-                self.got.append(p.decode())
-                self.b.sendall(b"+" + gdbstub.frame(self.answers.pop(0)))
 
 
 def test_thread_list_over_a_socket():

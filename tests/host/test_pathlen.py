@@ -10,6 +10,7 @@ import subprocess
 import threading
 
 import guest_prog
+from fake_stub import FakeSocketStub
 import pytest
 
 from kmltool import cli, gdbstub, insn, pathlen, qemu, report
@@ -65,32 +66,12 @@ def test_register_layout_from_the_target_description():
     assert gdbstub.unpack_regs(layout, text[:32] + "xx" * 8) == {"rax": 1, "rcx": 2}
 
 
-class FakeSocketStub:
-    """A stub on a socket pair: answers each request from a script."""
-
-    def __init__(self, answers):
-        import socket
-        self.a, self.b = socket.socketpair()
-        self.answers = answers
-        self.got = []
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self):
-        self.b.sendall(gdbstub.frame("T02thread:01;"))     # the stop on connect
-        buf = b""
-        while self.answers:
-            buf += self.b.recv(4096)
-            pkts, buf = gdbstub.split_packets(buf)
-            for p in pkts:
-                self.got.append(p.decode())
-                self.b.sendall(b"+" + gdbstub.frame(self.answers.pop(0)))
-
 
 def test_stub_session_over_a_socket():
     fake = FakeSocketStub(["PacketSize=1000;qXfer:features:read+", "OK",
                            "l" + TARGET, "l" + CORE, "T05thread:01;", "3", "OK", "7",
-                           "0100000000000000" * 4 + "46020000", "E14"])
+                           "0100000000000000" * 4 + "46020000", "E14"],
+                          hello="T02thread:01;")
     stub = gdbstub.Stub(fake.a, timeout=5)
     assert stub.start().thread == "01"
     assert stub.acks is False and [n for n, _ in stub.layout][:2] == ["rax", "rcx"]
