@@ -206,6 +206,131 @@ TEST(int_n_gives_the_signal_of_an_ordinary_process)
 	}
 }
 
+/*
+ * Real faults right after an instruction whose last two bytes are CD n,
+ * the encoding of INT n: the CPU raises the fault itself, at the faulting
+ * instruction, and the program must get the fault's own signal -- not
+ * the #GP of INT n, which would also leave RIP after CD n.
+ *   ror $6,%ebp      C1 CD 06      then UD2                    #UD
+ *   cmp $0xcd,%ax    66 3D CD 00   then DIV by zero            #DE
+ *   ror $0x10,%ebp   C1 CD 10      then FWAIT, x87 #Z pending  #MF
+ *   ror $0x13,%ebp   C1 CD 13      then DIVSS by zero          #XM
+ * NAME_at labels the faulting instruction.  A routine returns only if
+ * its instruction did not fault.
+ */
+asm(".pushsection .text\n"
+    "ud2_after_cd06:\n"
+    "  push %rbp\n"
+    "  ror $6, %ebp\n"
+    "ud2_after_cd06_at:\n"
+    "  ud2\n"
+    "  pop %rbp\n"
+    "  ret\n"
+    "div0_after_cd00:\n"
+    "  xor %ecx, %ecx\n"
+    "  xor %edx, %edx\n"
+    "  cmp $0xcd, %ax\n"
+    "div0_after_cd00_at:\n"
+    "  div %ecx\n"
+    "  ret\n"
+    /* 1 / 0 with the x87 zero-divide exception unmasked: pending */
+    "fwait_after_cd10:\n"
+    "  push %rbp\n"
+    "  fninit\n"
+    "  fldcw x87_cw_zm_unmasked(%rip)\n"
+    "  fldz\n"
+    "  fld1\n"
+    "  fdiv %st(1), %st\n"
+    "  ror $0x10, %ebp\n"
+    "fwait_after_cd10_at:\n"
+    "  fwait\n"
+    "  pop %rbp\n"
+    "  ret\n"
+    /* 1.0f / 0.0f with the SSE zero-divide exception unmasked */
+    "divss_after_cd13:\n"
+    "  push %rbp\n"
+    "  ldmxcsr mxcsr_zm_unmasked(%rip)\n"
+    "  mov $0x3f800000, %eax\n"
+    "  movd %eax, %xmm0\n"
+    "  xorps %xmm1, %xmm1\n"
+    "  ror $0x13, %ebp\n"
+    "divss_after_cd13_at:\n"
+    "  divss %xmm1, %xmm0\n"
+    "  pop %rbp\n"
+    "  ret\n"
+    "  .pushsection .rodata\n"
+    "x87_cw_zm_unmasked: .short 0x037b\n"	/* default 0x037f less ZM */
+    "  .balign 4\n"
+    "mxcsr_zm_unmasked: .long 0x1d80\n"	/* default 0x1f80 less ZM */
+    "  .popsection\n"
+    ".popsection\n");
+extern void ud2_after_cd06(void), div0_after_cd00(void);
+extern void fwait_after_cd10(void), divss_after_cd13(void);
+extern const unsigned char ud2_after_cd06_at[], div0_after_cd00_at[];
+extern const unsigned char fwait_after_cd10_at[], divss_after_cd13_at[];
+
+/*
+ * fn's fault at @at follows the bytes CD @n: it gets the signal, si_code,
+ * RIP and trap number an ordinary process gets for the fault.  Returns
+ * run_child()'s status: 2 if nothing faulted.
+ */
+static int expect_fault_after_cd_n(struct __test_metadata *_metadata,
+				   void (*fn)(void), const unsigned char *at,
+				   unsigned int n, int sig, int code,
+				   unsigned long trapno)
+{
+	struct outcome o;
+	int rc;
+
+	EXPECT_EQ(0xcd, at[-2]);
+	EXPECT_EQ(n, at[-1]);
+	TH_LOG("CPL %d", kml_cpl());
+	rc = run_child(fn, &o);
+	if (rc)
+		return rc;
+	EXPECT_EQ(sig, o.sig);
+	EXPECT_EQ(code, o.code);
+	EXPECT_EQ((unsigned long)at, o.ip);
+	EXPECT_EQ(trapno, o.trapno);
+	return 0;
+}
+
+TEST(ud2_after_cd_06_is_a_real_invalid_opcode)
+{
+	ASSERT_EQ(0, expect_fault_after_cd_n(_metadata, ud2_after_cd06,
+					     ud2_after_cd06_at, 6, SIGILL,
+					     ILL_ILLOPN, 6));
+}
+
+TEST(div_by_zero_after_cd_00_is_a_real_divide_error)
+{
+	ASSERT_EQ(0, expect_fault_after_cd_n(_metadata, div0_after_cd00,
+					     div0_after_cd00_at, 0, SIGFPE,
+					     FPE_INTDIV, 0));
+}
+
+TEST(fwait_after_cd_10_is_a_real_x87_error)
+{
+	ASSERT_EQ(0, expect_fault_after_cd_n(_metadata, fwait_after_cd10,
+					     fwait_after_cd10_at, 0x10, SIGFPE,
+					     FPE_FLTDIV, 16));
+}
+
+/*
+ * QEMU's TCG (7.2) raises no SIMD floating-point exception: where the
+ * CPU raises none, there is nothing to tell apart from INT $0x13.
+ */
+TEST(divss_after_cd_13_is_a_real_simd_error)
+{
+	int rc = expect_fault_after_cd_n(_metadata, divss_after_cd13,
+					 divss_after_cd13_at, 0x13, SIGFPE,
+					 FPE_FLTDIV, 19);
+
+	if (rc == 2)
+		SKIP(return, "the CPU raised no #XM for an unmasked SSE divide by zero");
+	ASSERT_EQ(0, rc);
+}
+
 /* Per-CPU sum of a /proc/interrupts row, e.g. "LOC:" */
 static long interrupts(const char *row)
 {
