@@ -461,8 +461,11 @@ DKS_STARVE = "/sys/kernel/debug/dynamic_kstacks/starve"
 def test_dynamic_kstack_overflow_kills_only_the_task():
     """Growing a dynamic kernel stack past its end kills that task with a
     report on the console, and so does growing it in process context of a
-    user task when the pools are empty (the driver's "starve"); the
-    machine, and the other tasks, carry on."""
+    user task when the pools are empty (the driver's "starve"): that task
+    grows from the reserve and dies at its return to user mode, so a
+    mutex it held in the kernel is released (a second writer that needs
+    it gets it; before, the task died holding it and the second writer
+    hung); the machine, and the other tasks, carry on."""
     script = (
         "grep nr_dynamic_stack_kills /proc/vmstat; "
         # a thread of a shell in the background keeps running throughout
@@ -477,6 +480,11 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
         "for i in 1 2 3 4 5 6; do "
         f"sh -c 'echo task 12 > {DKS_STARVE}' 2>/dev/null; r=$?; "
         "[ $r = 137 ] && echo starved-task-killed && break; done; "
+        "grep nr_dynamic_stack_kills /proc/vmstat; "
+        # the same with a mutex held across the growth, twice
+        "for n in 1 2; do for i in 1 2 3 4 5 6; do "
+        f"sh -c 'echo mutex 12 > {DKS_STARVE}' 2>/dev/null; r=$?; "
+        "[ $r = 137 ] && echo mutex-holder-killed && break; done; done; "
         "grep nr_dynamic_stack_kills /proc/vmstat")
     for pti in ("on", "off"):
         res = qemu.boot(["sh", "-c", script], smp=2, mem=GUEST_MEM,
@@ -491,15 +499,17 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
         assert "background-alive" in out and "still-works" in out, out
         assert "starved-task-killed" in out, out
         kills = [int(lines[i + 1]) for i, w in enumerate(lines) if w == "nr_dynamic_stack_kills"]
-        assert kills[-1] - kills[0] == 3, out
+        assert kills[1] - kills[0] == 3, out
+        assert out.count("mutex-holder-killed") == 2, out
+        assert kills[2] - kills[1] == 2, out
         reports = re.findall(r"dynamic_kstacks: kernel stack overflow in sh\[\d+\] at "
                              r"consume(\.\w+)*\+0x\w+/0x\w+ \(\d+ bytes below the 16 KiB stack\): "
                              r"killing the task", console)
         assert len(reports) == 2, console[-3000:]
         starved = re.findall(r"dynamic_kstacks: no free page to grow the kernel stack of "
-                             r"sh\[\d+\] at consume(\.\w+)*\+0x\w+/0x\w+: killing the task",
-                             console)
-        assert len(starved) == 1, console[-3000:]
+                             r"sh\[\d+\] at consume(\.\w+)*\+0x\w+/0x\w+: killing the task "
+                             r"at its return to user mode", console)
+        assert len(starved) == 3, console[-3000:]
 
 
 def test_dynamic_kstack_boot_parameter_errors():
