@@ -365,26 +365,7 @@ struct peer {
 /* /trusted/kml-addrspace-peer: this program, installed root-owned 0755 */
 static const char *peer_path(void)
 {
-	static char path[256];
-	const char *dir = getenv("KML_TRUSTED") ?: "/trusted";
-	char buf[65536];
-	int in, out;
-	ssize_t n;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, PEER_NAME);
-	if (!access(path, X_OK))
-		return path;
-	in = open("/proc/self/exe", O_RDONLY);
-	out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0755);
-	if (in < 0 || out < 0)
-		return NULL;
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		if (write(out, buf, n) != n)
-			return NULL;
-	if (fchmod(out, 0755) || fchown(out, 0, 0) || close(out))
-		return NULL;
-	close(in);
-	return path;
+	return kml_install_self(PEER_NAME);
 }
 
 /* Start the peer with @args; @fd3, if not -1, becomes its fd 3 */

@@ -8,10 +8,12 @@
 #define KML_UTIL_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -206,6 +208,35 @@ static inline const char *kml_quoted(const char *out)
 	}
 	q[n] = '\0';
 	return q;
+}
+
+/*
+ * Install this program as NAME in the trusted directory ($KML_TRUSTED or
+ * /trusted), root-owned 0755, unless it is there already: for tests
+ * whose kernel-mode side is a copy of themselves.  Its path, or NULL.
+ */
+static inline const char *kml_install_self(const char *name)
+{
+	static char path[256];
+	const char *dir = getenv("KML_TRUSTED") ?: "/trusted";
+	char buf[65536];
+	int in, out;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!access(path, X_OK))
+		return path;
+	in = open("/proc/self/exe", O_RDONLY);
+	out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+	if (in < 0 || out < 0)
+		return NULL;
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, n) != n)
+			return NULL;
+	if (fchmod(out, 0755) || fchown(out, 0, 0) || close(out))
+		return NULL;
+	close(in);
+	return path;
 }
 
 #endif /* KML_UTIL_H */
