@@ -173,7 +173,12 @@ PRELUDE = (f"mkdir -p {quote(WORKDIR)}",
            f"mount -t tmpfs -o size={WORKDIR_MIB}m,mode=1777 soak {quote(WORKDIR)}",
            f"cd {quote(WORKDIR)}",
            # nobody's group may start kernel-mode programs (trinity)
-           f"echo {NOBODY_GID} > /proc/sys/kernel/kml_group")
+           f"echo {NOBODY_GID} > /proc/sys/kernel/kml_group",
+           # which are then not dumpable, so their /proc/self files are
+           # root's; trinity's children raise their own oom_score_adj
+           # there, so that an OOM kill picks a child, not trinity's main
+           # process ("debug": every process dumpable)
+           "echo 1 > /proc/sys/fs/suid_dumpable")
 
 
 def adds():
