@@ -41,6 +41,10 @@ TEST_CONFIGS = {
     # the distribution-style kernel (./kml test --kernel defconfig)
     "defconfig-smp2-pti-on": (2, "pti=on", "defconfig"),
     "defconfig-smp2-pti-off-dks-reclaim": (2, "pti=off dynamic_kstacks=reclaim", "defconfig"),
+    # Debian's own configuration (./kml test --kernel debian): its
+    # mitigations, IBT, X86_DEBUG_FPU, context tracking built in
+    "debian-smp2-pti-on": (2, "pti=on", "debian"),
+    "debian-smp2-pti-off-dks": (2, "pti=off dynamic_kstacks=on", "debian"),
 }
 DEFAULT_TEST_CONFIGS = ["smp2-pti-on", "smp2-pti-off", "smp2-pti-off-dks",
                         "smp2-pti-off-dks-reclaim", "debug-smp2-pti-on-dks",
@@ -131,8 +135,8 @@ def build_parser():
             "kernel's bindeb-pkg, the series recorded in it) into build/packages/")
     p = sub.add_parser("package", help=text, description=text + ".")
     p.add_argument("--kernel", choices=sorted(kbuild.KERNELS), default=package.DEFAULT_KERNEL,
-                   help=f"which kernel (default: {package.DEFAULT_KERNEL}, the "
-                        "distribution-style one)")
+                   help=f"which kernel (default: {package.DEFAULT_KERNEL}, Debian's "
+                        "own configuration)")
 
     p = sub.add_parser("test", help="run the test suite (host unit tests and guest tests)")
     p.add_argument("--config", action="append", choices=sorted(TEST_CONFIGS),

@@ -1,7 +1,9 @@
 """Kernel configuration and build, out of tree, incremental, with ccache."""
+import lzma
 import os
 import re
 import shutil
+from pathlib import Path
 
 from . import paths, patches
 from .paths import KmlError
@@ -51,13 +53,43 @@ def check_config(fragments, config):
     return bad
 
 
+class DebianConfig:
+    """A starting .config: Debian's own configuration for its 6.12 amd64
+    kernel (paths.DEBIAN_CONFIG, package linux-config-6.12), with every
+    option that Debian builds as a module turned off (mod2noconfig): the
+    VM boots without an initramfs of modules, and what it needs is built
+    in by the fragment."""
+
+    def __init__(self, path=None):
+        self.path = Path(path or paths.DEBIAN_CONFIG)
+
+    def __str__(self):
+        return f"Debian's {self.path.name} - modules"
+
+    def identity(self):
+        """What the configuration depends on: the file's content."""
+        if not self.path.exists():
+            raise KmlError(f"{self.path}: not found; ./kml setup installs "
+                           "linux-config-6.12 (Debian's kernel configuration)")
+        return self.path.read_bytes()
+
+    def write(self, tree, k):
+        text = lzma.decompress(self.identity()) if self.path.suffix == ".xz" \
+            else self.identity()
+        (k.obj / ".config").write_bytes(text)
+        make(tree, k, "mod2noconfig")
+
+
 class Kernel:
     """One kernel built from the series: its config fragments, merged in
-    order onto tinyconfig, and its own out-of-tree build directory."""
+    order onto a starting .config, and its own out-of-tree build
+    directory."""
 
     def __init__(self, name, fragments, obj, text, base=("tinyconfig",)):
         self.name, self.fragments, self.obj, self.text = name, fragments, obj, text
-        self.base = base            # make targets that write the starting .config
+        # what writes the starting .config: make targets, or an object
+        # with write(tree, kernel) and identity() (DebianConfig)
+        self.base = base
 
     @property
     def bzimage(self):
@@ -85,6 +117,11 @@ KERNELS = {
                         "kernel/config/defconfig.config (FRED, Xen PV, SEV and modules "
                         "built in, decided at boot)",
                         base=("x86_64_defconfig", "kvm_guest.config")),
+    "debian": Kernel("debian", [paths.DEBIAN_FRAGMENT], paths.BUILD / "obj-debian",
+                     "Debian's kernel: Debian's own 6.12 amd64 configuration "
+                     "(linux-config-6.12), modules turned off, + "
+                     "kernel/config/debian.config (the VM's disk built in)",
+                     base=(DebianConfig(),)),
 }
 DEFAULT = KERNELS["default"]
 
@@ -124,9 +161,10 @@ def ccache_env(environ):
 
 def configure(tree, k):
     frags = k.fragments
-    names = " + ".join([*k.base, *(str(f.relative_to(paths.ROOT)) for f in frags)])
+    names = " + ".join([*map(str, k.base), *(str(f.relative_to(paths.ROOT)) for f in frags)])
     state = patches.load_state(tree) or {}
-    want = digest(*k.base, *(f.read_bytes() for f in frags), state.get("tarball"),
+    bases = [b if isinstance(b, str) else b.identity() for b in k.base]
+    want = digest(*bases, *(f.read_bytes() for f in frags), state.get("tarball"),
                   state.get("series"), patches.head(tree))
     stamp = k.obj / CONFIG_STAMP
     config = k.obj / ".config"
@@ -135,8 +173,11 @@ def configure(tree, k):
         return
     say(f"configuring the {k.name} kernel: {names}")
     k.obj.mkdir(parents=True, exist_ok=True)
-    for target in k.base:
-        make(tree, k, target)
+    for base in k.base:
+        if isinstance(base, str):
+            make(tree, k, base)
+        else:
+            base.write(tree, k)
     run([str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O",
          str(k.obj), str(config), *map(str, frags)], cwd=tree, capture=True)
     make(tree, k, "olddefconfig")

@@ -29,7 +29,7 @@ from .util import run, say
 SOURCENAME = "linux-kml"
 PROFILES = (f"pkg.{SOURCENAME}.nokernelheaders", f"pkg.{SOURCENAME}.nokerneldbg")
 OUT = paths.BUILD / "packages"
-DEFAULT_KERNEL = "defconfig"
+DEFAULT_KERNEL = "debian"
 
 
 def package_version(base, series_digest, count):

@@ -10,6 +10,9 @@ BASE_FILE = ROOT / "kernel" / "BASE"
 CONFIG_FRAGMENT = ROOT / "kernel" / "config" / "kml.config"
 DEBUG_FRAGMENT = ROOT / "kernel" / "config" / "debug.config"
 DEFCONFIG_FRAGMENT = ROOT / "kernel" / "config" / "defconfig.config"
+DEBIAN_FRAGMENT = ROOT / "kernel" / "config" / "debian.config"
+# Debian's own configuration of its 6.12 amd64 kernel (linux-config-6.12)
+DEBIAN_CONFIG = Path("/usr/src/linux-config-6.12/config.amd64_none_amd64.xz")
 GUEST_SRC = ROOT / "guest"
 
 TREE = BUILD / "linux"          # scratch git tree: tarball + series as commits

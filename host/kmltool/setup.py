@@ -11,6 +11,7 @@ from .util import say
 # package -> what it is for
 PACKAGES = {
     "linux-source-6.12": "the kernel source tarball the patch series applies to",
+    "linux-config-6.12": "Debian's own kernel configuration: ./kml build --kernel debian",
     "qemu-system-x86": "boots the guest",
     "busybox-static": "the guest's userland",
     "gcc": "kernel and guest programs",

@@ -87,6 +87,63 @@ def test_console_clean_after_guest_tests(config):
                              f"{[p for p, r in runs.items() if r.exit != 0]}")
 
 
+# Kernel options with which every entry must do work that no thread flag
+# announces: kernel-mode system calls keep the generic path there
+# (kml_bypass_possible() in arch/x86/kernel/kml.c)
+BYPASS_BLOCKERS = ("CONFIG_DEBUG_ENTRY", "CONFIG_LOCKDEP", "CONFIG_KMSAN", "CONFIG_DEBUG_RSEQ")
+
+
+def test_bypass_offered_unless_the_configuration_needs_the_generic_path(config):
+    """Debian's configuration (X86_DEBUG_FPU, context tracking built in,
+    random stack offsets, IBRS_ENTRY) offers the bypass; only the entry
+    debugging options and a boot with nohz_full= refuse it, and then the
+    boot log says why."""
+    smp, append, kernel = TEST_CONFIGS[config]
+    cfg = kbuild.parse_config(kbuild.kernel(kernel).obj / ".config")
+    blocked = [o for o in BYPASS_BLOCKERS if cfg.get(o) == "y"]
+    if re.search(r"(^|\s)nohz_full=", append):
+        blocked.append("nohz_full=")
+    res, runs = boot_results(config)
+    log = res.output.decode(errors="replace")
+    refused = re.search(r"kml: system call bypass not available: (.*)", log)
+    if blocked:
+        assert refused, f"{config}: {blocked} set, but the boot log does not refuse the bypass"
+        return
+    assert not refused, f"{config}: bypass refused: {refused.group(1)}"
+    run = runs.get("syscall@kernel")
+    assert run, f"syscall@kernel produced no output: {res.output_log}"
+    verdict, detail = run.results["fast.bypass_leaves_out_what_it_must"]
+    assert verdict == "pass", f"{config}: {verdict}: {detail}"
+
+
+_nohz_booted = set()
+
+
+def test_nohz_full_keeps_kernel_mode_system_calls_on_the_generic_path(config):
+    """With context tracking on (a nohz_full= CPU), every entry must tell
+    RCU and the tick: the bypass is refused, the sysctl stops at 1, and a
+    kernel-mode program still runs on the tickless CPU.  Once per kernel
+    that has NO_HZ_FULL (Debian's)."""
+    smp, append, kernel = TEST_CONFIGS[config]
+    k = kbuild.kernel(kernel)
+    if kbuild.parse_config(k.obj / ".config").get("CONFIG_NO_HZ_FULL") != "y":
+        pytest.skip(f"the {kernel} kernel is built without NO_HZ_FULL")
+    if kernel in _nohz_booted:
+        pytest.skip(f"booted once for the {kernel} kernel")
+    _nohz_booted.add(kernel)
+    script = ("echo nohz_full=$(cat /sys/devices/system/cpu/nohz_full); "
+              "echo fast=$(cat /proc/sys/kernel/kml_fast_syscall); "
+              "(echo 2 > /proc/sys/kernel/kml_fast_syscall) 2>/dev/null || echo refused; "
+              "taskset -c 1 kml-modes probe kernel /usr/lib/kml/kml-probe info")
+    res = qemu.boot(["sh", "-c", script], smp=2, append=f"{append} nohz_full=1",
+                    timeout=300, stream=False, kernel=k)
+    out = res.output.decode(errors="replace")
+    assert res.verdict() is None, res.verdict()
+    assert "kml: system call bypass not available: context tracking (nohz_full) is on" in out
+    assert "nohz_full=1" in out and "fast=1" in out and "refused" in out, out[-2000:]
+    assert "cpl=0 secure=1 kernelmode=1" in out, out[-2000:]
+
+
 def kml(*args, timeout=600):
     return subprocess.run([str(ROOT / "kml"), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)

@@ -93,3 +93,36 @@ def test_ccache_is_shared_between_checkouts_unless_the_user_says_otherwise():
     assert env["CCACHE_BASEDIR"] == str(paths.BUILD) and env["CCACHE_NOHASHDIR"] == "1"
     assert env["PATH"] == "/bin"
     assert kbuild.ccache_env({"CCACHE_BASEDIR": "/x"})["CCACHE_BASEDIR"] == "/x"
+
+
+def test_the_debian_kernel_starts_from_debians_configuration(tmp_path, monkeypatch):
+    k = kbuild.kernel("debian")
+    assert k.obj == paths.BUILD / "obj-debian" and k.fragments == [paths.DEBIAN_FRAGMENT]
+    (base,) = k.base
+    assert isinstance(base, kbuild.DebianConfig) and base.path == paths.DEBIAN_CONFIG
+    frag = kbuild.parse_fragment(paths.DEBIAN_FRAGMENT)
+    for opt in ("CONFIG_KERNEL_MODE_LINUX", "CONFIG_DYNAMIC_KSTACKS", "CONFIG_VIRTIO_BLK",
+                "CONFIG_EXT4_FS"):
+        assert frag[opt] == "y", opt
+    # Debian's choices are not overridden by the fragment
+    for opt in ("CONFIG_X86_DEBUG_FPU", "CONFIG_HZ_250", "CONFIG_PREEMPT_DYNAMIC",
+                "CONFIG_NO_HZ_FULL", "CONFIG_RANDOMIZE_KSTACK_OFFSET_DEFAULT"):
+        assert opt not in frag, opt
+    missing = kbuild.DebianConfig(tmp_path / "config.amd64_none_amd64.xz")
+    with pytest.raises(KmlError, match="linux-config-6.12"):
+        missing.identity()
+
+
+def test_the_debian_configuration_is_unpacked_and_its_modules_turned_off(tmp_path, monkeypatch):
+    import lzma
+    src = tmp_path / "config.xz"
+    src.write_bytes(lzma.compress(b"CONFIG_EXT4_FS=m\n"))
+    obj = tmp_path / "obj"
+    obj.mkdir()
+    k = kbuild.Kernel("t", [], obj, "test")
+    made = []
+    monkeypatch.setattr(kbuild, "make", lambda tree, kern, *t, **kw: made.append(t))
+    kbuild.DebianConfig(src).write(tmp_path, k)
+    assert (obj / ".config").read_bytes() == b"CONFIG_EXT4_FS=m\n"
+    assert made == [("mod2noconfig",)]
+    assert "config.xz" in str(kbuild.DebianConfig(src))
