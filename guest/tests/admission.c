@@ -90,6 +90,7 @@ struct spawn {
 	uid_t uid;		/* 0: stay root */
 	const char *env;	/* one NAME=VALUE, or NULL */
 	int (*setup)(void);	/* last step before exec, or NULL */
+	int (*setup_root)(void);	/* first step, as root, or NULL */
 };
 
 /* In the child: chroot, chdir, user and setup as struct spawn says. */
@@ -97,6 +98,8 @@ static int spawn_setup(const void *arg)
 {
 	const struct spawn *how = arg;
 
+	if (how->setup_root && how->setup_root())
+		_exit(123);
 	if (how->root && (chroot(how->root) || chdir("/")))
 		_exit(120);
 	if (how->dir && chdir(how->dir))
@@ -629,24 +632,66 @@ static int bind_in_mount_namespace(void)
 	return mount("/usr/lib/kml", "/trusted", NULL, MS_BIND, NULL);
 }
 
-TEST_F(group, other_namespaces_and_bind_mounts_never_match)
+/* Another file bound onto the trusted program's own path */
+static int bind_file_in_mount_namespace(void)
+{
+	if (enter_mount_namespace())
+		return -1;
+	return mount("/usr/lib/kml/kml-probe", "/trusted/kml-probe", NULL,
+		     MS_BIND, NULL);
+}
+
+/* As systemd's ReadOnlyPaths= and ProtectSystem= do: a read-only copy */
+static int read_only_copy_in_mount_namespace(void)
+{
+	if (enter_mount_namespace() ||
+	    mount("/trusted", "/trusted", NULL, MS_BIND, NULL))
+		return -1;
+	return mount(NULL, "/trusted", NULL,
+		     MS_REMOUNT | MS_BIND | MS_RDONLY, NULL);
+}
+
+static int nosuid_copy_in_mount_namespace(void)
+{
+	if (enter_mount_namespace() ||
+	    mount("/trusted", "/trusted", NULL, MS_BIND, NULL))
+		return -1;
+	return mount(NULL, "/trusted", NULL,
+		     MS_REMOUNT | MS_BIND | MS_NOSUID, NULL);
+}
+
+TEST_F(group, mount_namespace_copies_match_and_bind_mounts_never_do)
 {
 	struct spawn member = { .uid = USER_UID };
 	struct spawn userns = { .uid = USER_UID, .setup = enter_user_namespace };
 	struct spawn userns_bind = { .uid = USER_UID,
 				     .setup = bind_programs_onto_trusted };
+	struct spawn member_mntns = { .uid = USER_UID,
+				      .setup_root = enter_mount_namespace };
 	struct spawn mntns = { .setup = enter_mount_namespace };
+	struct spawn mntns_ro = { .setup = read_only_copy_in_mount_namespace };
+	struct spawn mntns_nosuid = { .setup = nosuid_copy_in_mount_namespace };
 	struct spawn mntns_bind = { .setup = bind_in_mount_namespace };
+	struct spawn mntns_bind_file = { .setup = bind_file_in_mount_namespace };
 
 	EXPECT_MODE(&member, "/trusted/kml-probe", KERNEL_LINE);	/* control */
 	/* A group member in a user namespace: neither its copy of /trusted */
 	EXPECT_USER(&userns, "/trusted/kml-probe");
 	/* ... nor root-owned programs it binds there (the probe of /usr/lib) */
 	EXPECT_USER(&userns_bind, "/trusted/kml-probe");
+	/*
+	 * A service's private mount namespace (made by root, as systemd
+	 * does, then the member runs in it): the copy is the same file
+	 */
+	EXPECT_MODE(&member_mntns, "/trusted/kml-probe", KERNEL_LINE);
 	ASSERT_EQ(0, write_sysctl("kml_group", "-1"));
-	/* Root in another mount namespace: its copy of /trusted is not it */
-	EXPECT_USER(&mntns, "/trusted/kml-probe");
+	EXPECT_MODE(&mntns, "/trusted/kml-probe", KERNEL_LINE);
+	EXPECT_MODE(&mntns_ro, "/trusted/kml-probe", KERNEL_LINE);
+	/* The caller's own mount flags still count */
+	EXPECT_USER(&mntns_nosuid, "/trusted/kml-probe");
+	/* Another directory, or another file, bound onto the trusted path */
 	EXPECT_USER(&mntns_bind, "/trusted/kml-probe");
+	EXPECT_USER(&mntns_bind_file, "/trusted/kml-probe");
 	/* A bind mount onto /trusted in the initial namespace hides it */
 	ASSERT_EQ(0, mount("/usr/lib/kml", "/trusted", NULL, MS_BIND, NULL));
 	EXPECT_USER(NULL, "/trusted/kml-probe");
