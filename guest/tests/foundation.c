@@ -35,12 +35,13 @@ TEST(release_is_kml_6_12)
 	ASSERT_EQ(0, uname(&u));
 	TH_LOG("release %s", u.release);
 	ASSERT_EQ(0, strncmp(u.release, "6.12.", 5));
-	/* 6.12.N-kml, -kml-debug or -kml-defconfig: ./kml's three kernels */
+	/* 6.12.N-kml, -kml-debug, -kml-defconfig or -kml-debian: ./kml's kernels */
 	n = strcspn(u.release + 5, "-") + 5;
 	ASSERT_GT(n, 5);
 	ASSERT_TRUE(!strcmp(u.release + n, "-kml") ||
 		    !strcmp(u.release + n, "-kml-debug") ||
-		    !strcmp(u.release + n, "-kml-defconfig"));
+		    !strcmp(u.release + n, "-kml-defconfig") ||
+		    !strcmp(u.release + n, "-kml-debian"));
 	ASSERT_TRUE(kml_kernel());
 }
 

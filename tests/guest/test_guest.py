@@ -104,7 +104,7 @@ def test_bypass_offered_unless_the_configuration_needs_the_generic_path(config):
     if re.search(r"(^|\s)nohz_full=", append):
         blocked.append("nohz_full=")
     res, runs = boot_results(config)
-    log = res.output.decode(errors="replace")
+    log = res.console_log.read_text(errors="replace")
     refused = re.search(r"kml: system call bypass not available: (.*)", log)
     if blocked:
         assert refused, f"{config}: {blocked} set, but the boot log does not refuse the bypass"
@@ -139,7 +139,8 @@ def test_nohz_full_keeps_kernel_mode_system_calls_on_the_generic_path(config):
                     timeout=300, stream=False, kernel=k)
     out = res.output.decode(errors="replace")
     assert res.verdict() is None, res.verdict()
-    assert "kml: system call bypass not available: context tracking (nohz_full) is on" in out
+    assert ("kml: system call bypass not available: context tracking (nohz_full) is on"
+            in res.console_log.read_text(errors="replace"))
     assert "nohz_full=1" in out and "fast=1" in out and "refused" in out, out[-2000:]
     assert "cpl=0 secure=1 kernelmode=1" in out, out[-2000:]
 
