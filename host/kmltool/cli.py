@@ -11,7 +11,7 @@ from pathlib import Path
 from kmlverify.cli import main as verify_main
 
 from . import bench, guestrun, initramfs, kbuild, kstackbench, patches, paths, qemu, report
-from . import appliance, apps, package, setup, soak
+from . import appliance, apps, package, setup, soak, system
 from .guestrun import Mode, Spec, Status
 from . import pathlen
 from .paths import KmlError
@@ -128,7 +128,13 @@ def build_parser():
     add_kernel_option(p, "boot")
     p.add_argument("--deb", metavar="FILE",
                    help="boot the kernel of this image package (./kml package) "
-                        "instead of a built one")
+                        "instead of a built one; with --system, the package "
+                        "installed in the system image")
+    p.add_argument("--system", choices=system.SYSTEMS,
+                   help="boot a Debian 12 system (systemd as PID 1, root file system "
+                        "on a virtio disk, built once in build/system/) with the kml "
+                        "kernel package installed by dpkg -i (default: ./kml package's "
+                        "package of the series) and run CMD once it is up")
     p.add_argument("argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     text = ("build a kernel of the series as an installable Debian package (the "
@@ -243,6 +249,7 @@ def build_parser():
                    + ",".join(pathlen.OPS))
     p.add_argument("--samples", type=positive_int, metavar="N",
                    help=f"hits counted per operation (default {pathlen.DEFAULT_SAMPLES})")
+    add_kernel_option(p, "count on")
     return ap
 
 
@@ -283,6 +290,8 @@ def cmd_run(a):
             raise KmlError(f"--add {spec}: no such file: {host}")
     if a.deb and a.kernel:
         raise KmlError("run: --deb boots the packaged kernel; leave out --kernel")
+    if a.system:
+        return run_system(a, argv)
     append = f"{a.append} kml=all".strip() if a.appliance else a.append
     if a.appliance and re.search(r"(^|\s)kml=", a.append):
         raise KmlError("--appliance sets kml=all: leave kml= out of --append")
@@ -300,6 +309,24 @@ def cmd_run(a):
         res = qemu.boot(argv, smp=a.smp, mem=a.mem, append=append, adds=adds,
                         timeout=a.timeout, accel=accel_arg(a), disk_mib=a.disk,
                         disk_fs=a.disk_fs, stream=stream, kernel=k)
+    msg = res.verdict()
+    if msg:
+        say(f"run FAILED: {msg}")
+    return res.exit_code()
+
+
+def run_system(a, argv):
+    """./kml run --system debian: the command in the Debian system (system.py)."""
+    wrong = [o for o, v in (("--kernel", a.kernel), ("--disk", a.disk),
+                            ("--kernel-mode", a.kernel_mode),
+                            ("--appliance", a.appliance)) if v]
+    if wrong:
+        raise KmlError(f"run --system: {', '.join(wrong)} not available there (the system "
+                       "boots its installed kernel package: --deb FILE chooses it)")
+    setup.setup(quiet=True)
+    deb = a.deb or system.current_deb()
+    res = system.boot(argv, deb=deb, adds=a.add, smp=a.smp, mem=a.mem, append=a.append,
+                      timeout=a.timeout, accel=accel_arg(a))
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")
@@ -377,19 +404,22 @@ def show_and_save(data, table, prefix="", what="results"):
 
 
 def run_pathlen(a, only, samples, smp):
-    """kml-pathlen's specs booted with the gdb hook (see pathlen.py):
-    boots, combine, render, save.  0 or an exit code."""
-    kernel, source = pathlen.kernel_symbols(say=say)
+    """kml-pathlen's specs booted with the gdb hook (see pathlen.py) on
+    the kernel --kernel names: boots, combine, render, save.  0 or an
+    exit code."""
+    k = kbuild.kernel(getattr(a, "kernel", None))
+    kernel, source = pathlen.kernel_symbols(k.vmlinux, say=say)
     tracer = pathlen.Tracer(samples, say=say,
                             progress=say if os.environ.get("KML_PATHLEN_PROGRESS") == "1"
                             else None)
     specs = pathlen.specs(only)
-    out = guestrun.boot(specs, gdb=tracer, **dict(vm_options(a), smp=smp))
+    out = guestrun.boot(specs, gdb=tracer, kernel=k, **dict(vm_options(a), smp=smp))
     if out.failed:
         say(f"pathlen FAILED: {out.failed.failure}")
         return out.failed.code
-    data = pathlen.combine(specs, out.runs, tracer, kernel)
+    data = pathlen.combine(specs, out.runs, tracer, kernel, vdso=pathlen.vdso_dbg(k))
     data["kernel_symbols"] = source
+    data["kernel"] = {"name": k.name, "release": k.release()}
     table = report.pathlen_markdown(data)
     show_and_save(data, table, "pathlen-", "path length results")
     return pathlen.exit_status(data)
@@ -551,7 +581,7 @@ def cmd_pathlen(a):
     if os.environ.get("KML_NO_KERNEL_BUILD") == "1":
         initramfs.build_initramfs()
     else:
-        build_all()
+        build_all([a.kernel or "default"])
     return run_pathlen(a, only, a.samples or (3 if a.quick else pathlen.DEFAULT_SAMPLES),
                        a.smp)
 

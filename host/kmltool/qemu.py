@@ -127,17 +127,22 @@ def gdb_socket(rundir):
     return str(path) if len(str(path)) < 100 else f"/tmp/kml-gdb-{rundir.name}.sock"
 
 
-def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None, bzimage=None):
+def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None, bzimage=None,
+                 drives=()):
+    """QEMU's command line; initrd None: no initramfs; drives: -drive
+    values of virtio disks before disk (the first is /dev/vda)."""
     cmdline = f"console=ttyS0 panic=-1 kml.accel={accel} kml.smp={smp}"
     if append:
         cmdline += " " + append
     return [QEMU, "-accel", accel, "-cpu", "max", "-smp", str(smp), "-m", mem,
             "-nodefaults", "-no-reboot", "-display", "none",
-            "-kernel", str(bzimage or paths.BZIMAGE), "-initrd", str(initrd),
+            "-kernel", str(bzimage or paths.BZIMAGE),
+            *(["-initrd", str(initrd)] if initrd else []),
             "-append", cmdline,
             "-serial", f"file:{rundir / 'console.log'}",
             "-chardev", "stdio,id=out,signal=off", "-serial", "chardev:out",
             "-serial", f"file:{rundir / 'ctl'}",
+            *(x for d in drives for x in ("-drive", d)),
             *(["-drive", f"file={disk},format=raw,if=virtio,cache=unsafe"] if disk else [])]
 
 
@@ -180,7 +185,7 @@ def make_disk(path, mib, fs=None):
 
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
          stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None, kernel=None,
-         initrd=None):
+         initrd=None, drives=()):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
     attaches a sparse virtio disk of that size as /dev/vda: empty, or with
     a new file system of type disk_fs (made on the host: mkfs.ext4).
@@ -196,6 +201,8 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     bzimage = kernel.bzimage if kernel else paths.BZIMAGE
     build = f"./kml build --kernel {kernel.name}" if kernel else "./kml build"
     for f, what in ((bzimage, "kernel"), (Path(initrd or paths.INITRAMFS), "initramfs")):
+        if what == "initramfs" and initrd is False:
+            continue
         if not f.exists():
             raise KmlError(f"no {what} at {f}: run {build}")
     if shutil.which(QEMU) is None:
@@ -213,7 +220,7 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     disk = None
     if disk_mib:
         disk = make_disk(rundir / "disk.img", disk_mib, disk_fs)
-    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk, bzimage)
+    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk, bzimage, drives)
     watch = Watch(gdb_socket(rundir)) if gdb else None
     if watch:
         cmd += ["-gdb", f"unix:{watch.stub},server=on,wait=off"]

@@ -44,6 +44,8 @@ PACKAGES = {
     "kmod": "./kml package: depmod for the packaged kernel's modules",
     "cpio": "./kml package: a build dependency bindeb-pkg checks",
     "rsync": "./kml package: a build dependency bindeb-pkg checks",
+    "mmdebstrap": "./kml run --system debian: builds the Debian 12 root file system "
+                  "from Debian's packages (as root, --mode=root)",
     "libpcre2-8-0": "the guest's nginx (unpacked, not installed: see UNPACKED)",
     "libcrypt1": "the guest's nginx",
     "libssl3": "the guest's nginx",
