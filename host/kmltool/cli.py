@@ -151,6 +151,9 @@ def build_parser():
     p.add_argument("--kernel", choices=sorted(kbuild.KERNELS),
                    help="only the configurations that boot this kernel")
     p.add_argument("--host-only", action="store_true", help="skip VM boots")
+    p.add_argument("--system", choices=system.SYSTEMS,
+                   help="instead of the guest configurations: the Debian system's VM "
+                        "tests (./kml run --system debian), after ./kml package")
     p.add_argument("-k", dest="pytest_k", metavar="EXPR", help="pytest -k selection")
 
     for name, text in (("bench", "run the benchmarks in a VM: syscall latency as an ordinary "
@@ -358,13 +361,21 @@ def pytest_python():
 
 
 def cmd_test(a):
-    configs = test_configs(a)
-    if not a.host_only:
-        build_all(sorted({TEST_CONFIGS[c][2] for c in configs}))
-    else:
+    if a.system and (a.config or a.kernel):
+        raise KmlError("test --system runs the system's VM tests only: leave out "
+                       "--config and --kernel")
+    configs = [] if a.system else test_configs(a)
+    if a.host_only:
         setup.setup(quiet=True)
+    elif a.system:
+        setup.setup(quiet=True)
+        package.build_package(package.DEFAULT_KERNEL)   # the package the image installs
+    else:
+        build_all(sorted({TEST_CONFIGS[c][2] for c in configs}))
     cmd = [pytest_python(), "-m", "pytest", "-v", "-rfEs", "-p", "no:cacheprovider",
            f"--kml-configs={','.join(configs)}"]
+    if a.system:
+        cmd.append(f"--kml-system={a.system}")
     if a.host_only:
         cmd.append("--kml-host-only")
     if a.kernel:
