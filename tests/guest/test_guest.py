@@ -42,6 +42,7 @@ def declared_tests():
 
 
 _boots = {}
+_consoles = {}
 
 
 def boot_results(config):
@@ -53,6 +54,8 @@ def boot_results(config):
                         timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB,
                         kernel=kbuild.kernel(kernel))
         _boots[config] = (res, tap.parse_runs(res.output.decode(errors="replace")))
+        # build/runs keeps only the latest runs: other boots may remove it
+        _consoles[config] = res.console_log.read_text(errors="replace")
     return _boots[config]
 
 
@@ -104,7 +107,7 @@ def test_bypass_offered_unless_the_configuration_needs_the_generic_path(config):
     if re.search(r"(^|\s)nohz_full=", append):
         blocked.append("nohz_full=")
     res, runs = boot_results(config)
-    log = res.console_log.read_text(errors="replace")
+    log = _consoles[config]
     refused = re.search(r"kml: system call bypass not available: (.*)", log)
     if blocked:
         assert refused, f"{config}: {blocked} set, but the boot log does not refuse the bypass"
@@ -138,9 +141,9 @@ def test_nohz_full_keeps_kernel_mode_system_calls_on_the_generic_path(config):
     res = qemu.boot(["sh", "-c", script], smp=2, append=f"{append} nohz_full=1",
                     timeout=300, stream=False, kernel=k)
     out = res.output.decode(errors="replace")
+    console = res.console_log.read_text(errors="replace")
     assert res.verdict() is None, res.verdict()
-    assert ("kml: system call bypass not available: context tracking (nohz_full) is on"
-            in res.console_log.read_text(errors="replace"))
+    assert "kml: system call bypass not available: context tracking (nohz_full) is on" in console
     assert "nohz_full=1" in out and "fast=1" in out and "refused" in out, out[-2000:]
     assert "cpl=0 secure=1 kernelmode=1" in out, out[-2000:]
 
