@@ -380,7 +380,12 @@ def _record(spec, run, measured, status, why):
             "reason": why, "sstep": measured.get("sstep") if measured else None}
 
 
-def combine(specs_, runs, tracer, kernel_syms):
+def vdso_dbg(k):
+    """The vDSO with symbols of kernel k (a kbuild.Kernel)."""
+    return k.obj / "arch" / "x86" / "entry" / "vdso" / "vdso64.so.dbg"
+
+
+def combine(specs_, runs, tracer, kernel_syms, vdso=VDSO_DBG):
     """The combined result (saved as JSON; report.pathlen_markdown()
     prints it)."""
     records, figures, docs = [], {}, {}
@@ -391,7 +396,7 @@ def combine(specs_, runs, tracer, kernel_syms):
         if status == Status.OK:
             docs.setdefault(pti_of(s), run.doc)
             figures[s.name] = run_figures(measured, symbols_for(measured["ready"],
-                                                                 kernel_syms))
+                                                                 kernel_syms, vdso=vdso))
     if not docs:
         why = "; ".join(f"{r['name']}: {r['status']}: {r['reason']}" for r in records)
         raise KmlError(f"pathlen: no run was counted ({why})")
