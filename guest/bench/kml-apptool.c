@@ -9,8 +9,8 @@
  *	it: the busybox shell has no clock finer than a second)
  *
  *   kml-apptool wait-port PORT [SECONDS]
- *	waits until a TCP socket listens on PORT (IPv4, any address), read
- *	from /proc/net/tcp; polls every 20 ms, gives up after SECONDS
+ *	waits until a TCP socket listens on PORT (IPv4 or IPv6, any
+ *	address), read from /proc/net/tcp and tcp6; polls every 20 ms, gives up after SECONDS
  *	(default 60) with exit status 1.  It makes no connection: a server
  *	that counts connections (iperf3) sees only its client.
  *
@@ -76,13 +76,14 @@ static long number(const char *s, long lo, long hi)
 	return v;
 }
 
-/* 1 if /proc/net/tcp shows a socket listening on port, 0 if not, -1 error */
-static int listening(long port)
+/* 1 if the table file (/proc/net/tcp or tcp6) shows a socket listening
+ * on port, 0 if not, -1 error */
+static int listening_in(const char *file, long port)
 {
 	char line[512];
 	unsigned int lport, state;
 	int found = 0;
-	FILE *f = fopen("/proc/net/tcp", "r");
+	FILE *f = fopen(file, "r");
 
 	if (!f)
 		return -1;
@@ -90,13 +91,26 @@ static int listening(long port)
 		fclose(f);
 		return -1;
 	}
-	/* "  0: 0100007F:18EB 00000000:0000 0A ..." */
+	/* "  0: 0100007F:18EB 00000000:0000 0A ...", tcp6 with 32-digit addresses */
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, " %*d: %*x:%x %*x:%*x %x", &lport, &state) == 2 &&
+		if (sscanf(line, " %*d: %*[0-9A-Fa-f]:%x %*[0-9A-Fa-f]:%*x %x",
+			   &lport, &state) == 2 &&
 		    lport == port && state == TCP_LISTEN_STATE)
 			found = 1;
 	fclose(f);
 	return found;
+}
+
+/* 1 if a TCP socket listens on port, IPv4 or IPv6 (a server on [::] takes
+ * IPv4 connections too, as iperf3's on Debian's kernel), 0 if not, -1
+ * error; a kernel without IPv6 has no tcp6 table */
+static int listening(long port)
+{
+	int r = listening_in("/proc/net/tcp", port);
+
+	if (r == 0 && access("/proc/net/tcp6", F_OK) == 0)
+		r = listening_in("/proc/net/tcp6", port);
+	return r;
 }
 
 static int wait_port(int argc, char **argv)

@@ -68,6 +68,7 @@ class Config:
     name: str
     append: str
     modes: tuple = (Mode.USER, Mode.KERNEL)
+    system: str = None      # boots ./kml run --system's system (system.py), not the guest
 
 
 # The appliance configurations boot with kml=all and add its column: the
@@ -77,7 +78,10 @@ class Config:
 APPLIANCE_MODES = (Mode.USER, Mode.KERNEL, Mode.ALL)
 CONFIGS = (Config("pti-off", "pti=off"), Config("pti-on", "pti=on"),
            Config("pti-off-appliance", "pti=off kml=all", APPLIANCE_MODES),
-           Config("pti-on-appliance", "pti=on kml=all", APPLIANCE_MODES))
+           Config("pti-on-appliance", "pti=on kml=all", APPLIANCE_MODES),
+           # the Debian system (./kml run --system debian): systemd as PID 1,
+           # Debian's kernel package, the programs and libraries of its image
+           Config("debian-pti-off", "pti=off", system="debian"))
 CONFIG_NAMES = tuple(c.name for c in CONFIGS)
 DEFAULT_CONFIGS = ("pti-off-appliance", "pti-on-appliance")
 
@@ -256,12 +260,34 @@ def adds():
     ]
 
 
+def system_adds():
+    """--add specs for the Debian system, whose image has Debian's
+    redis-server, nginx, wrk and iperf3 installed: the guest-run layer
+    and the tree's manifest (Debian's find is also put where the guest
+    image has it)."""
+    return [
+        f"{paths.GUEST_SRC / 'kml-modes'}:/usr/bin/kml-modes",
+        f"{paths.GUEST_OUT / 'kml-apptool'}:/usr/bin/kml-apptool",
+        f"{paths.GUEST_SRC / 'apps' / 'nginx.conf'}:{GUEST_DIR}/nginx.conf",
+        f"/usr/bin/find:{FIND_GUEST}",
+        f"{manifest_path()}:{MANIFEST_GUEST}",
+    ]
+
+
 # Every boot: nginx's directories and page, the tree, no overcommit
 # warning from redis.
 PRELUDE = ("mkdir -p /tmp/nginx " + WWW,
            f"head -c {PAGE_BYTES} /dev/zero | tr '\\0' k > {WWW}/index.html",
            f"kml-apptool mktree {MANIFEST_GUEST} {TREE} || exit 1",
            "echo 1 > /proc/sys/vm/overcommit_memory")
+# The Debian system starts Debian's redis-server and nginx at boot: stopped
+# first, the benchmark's own servers take their place (same ports); the
+# trusted directory is made as an administrator makes it.  Its
+# /tmp is on the root file system, as Debian 12 has it: the tree goes on
+# a tmpfs, as in the guest (86,000 files; the image has fewer inodes).
+SYSTEM_PRELUDE = ("systemctl stop redis-server.service nginx.service",
+                  "install -d -o root -g root -m 755 /trusted",
+                  f"mkdir -p {TREE} && mount -t tmpfs -o mode=755 tmpfs {TREE}") + PRELUDE
 
 
 def system_spec(config):

@@ -1,5 +1,6 @@
 """Command line of ./kml."""
 import argparse
+import functools
 import os
 import re
 import subprocess
@@ -187,7 +188,11 @@ def build_parser():
                        help=f"with --apps: rounds per configuration (default {apps.ROUNDS})")
         p.add_argument("--config", action="append", choices=apps.CONFIG_NAMES,
                        help="with --apps: the configuration(s) to boot (default: "
-                            f"{' '.join(apps.DEFAULT_CONFIGS)})")
+                            f"{' '.join(apps.DEFAULT_CONFIGS)}; debian-pti-off: the "
+                            "Debian system of ./kml run --system debian, on its own)")
+        p.add_argument("--deb", metavar="FILE",
+                       help="with --apps --config debian-pti-off: the kernel package "
+                            "installed in the Debian system (default: ./kml package's)")
 
     text = ("UnixBench-style system tests and the kernel-stack memory of idle threads "
             f"(kml-ubench) in a boot without, one with {kstackbench.PARAM} and one "
@@ -451,7 +456,7 @@ def cmd_bench(a, demo=False):
     """kml-bench in three modes and kml-iobench in two, on tmpfs and ext4,
     in one boot (see bench.py): specs, boot, combine, render, save.  Led by
     getppid's path length unless --no-pathlen."""
-    wrong = [o for o in ("rounds", "config") if getattr(a, o, None)]
+    wrong = [o for o in ("rounds", "config", "deb") if getattr(a, o, None)]
     if wrong:
         raise KmlError(", ".join("--" + o for o in wrong) + ": options of --apps")
     if not a.no_pathlen:
@@ -503,20 +508,35 @@ def cmd_bench_apps(a):
     if wrong:
         raise KmlError(f"{', '.join(wrong)}: options of the latency benchmark; "
                        "--apps runs only the applications")
-    build_all()
+    configs = [c for c in apps.CONFIGS if c.name in (a.config or apps.DEFAULT_CONFIGS)]
+    systems = {c.system for c in configs}
+    if len(systems) > 1:
+        raise KmlError("--config: the Debian system's configuration boots another image; "
+                       "run it on its own (--config "
+                       + " --config ".join(c.name for c in configs if c.system) + ")")
+    sysname = systems.pop()
+    runner, adds, prelude = None, None, apps.PRELUDE
+    if sysname:
+        setup.setup(quiet=True)
+        initramfs.build_guest_programs()        # kml-apptool
+        runner = functools.partial(system.boot, deb=a.deb or system.current_deb())
+        adds, prelude = apps.system_adds(), apps.SYSTEM_PRELUDE
+    else:
+        if a.deb:
+            raise KmlError("--deb: the kernel package of the Debian system's configuration")
+        build_all()
     expect = apps.write_manifest()
     if not expect:
         raise KmlError(f"the kernel source has no file named {apps.FIND_NAME} for find")
-    configs = [c for c in apps.CONFIGS if c.name in (a.config or apps.DEFAULT_CONFIGS)]
     rounds = a.rounds or (1 if a.quick else apps.ROUNDS)
     sizes = apps.QUICK if a.quick else apps.FULL
     specs = apps.specs(configs, rounds, sizes, expect)
-    adds = apps.adds()
+    adds = adds or apps.adds()
     say(f"applications: {', '.join(apps.APP_NAMES)}; {rounds} round(s) in each of "
         f"{len(configs)} boot(s) ({', '.join(c.name for c in configs)})")
     vm = vm_options(a)
     vm["accel"] = vm["accel"] or qemu.choose_accel()
-    out = guestrun.boot(specs, apps.PRELUDE, adds=adds, **vm)
+    out = guestrun.boot(specs, prelude, adds=adds, runner=runner, **vm)
     data = apps.combine(configs, rounds, sizes, expect, out.runs, vm["accel"])
     table = report.apps_markdown(data)
     show_and_save(data, table, "apps-")

@@ -438,12 +438,14 @@ def group(specs):
     return [tuple(b) for b in boots.values()]
 
 
-def boot(specs, prelude=(), append="", show=True, **vm):
+def boot(specs, prelude=(), append="", show=True, runner=None, **vm):
     """Boot once per group of specs (see group()), run them with kml-modes
     and parse the results.  prelude: shell lines every boot's script
     starts with.  append: the user's kernel command line, added to each
     boot's own; vm: qemu.boot()'s smp, mem, timeout, accel, gdb.
-    show: stream the output (with a header line per run).  Stops after a
+    show: stream the output (with a header line per run).  runner: what
+    boots (default qemu.boot; system.boot for the Debian system), called
+    as qemu.boot is.  Stops after a
     boot that fails as a whole (a console problem, a timeout, the guest
     script's exit status); Outcome.failed says which and why."""
     names = [s.name for s in specs]
@@ -467,8 +469,8 @@ def boot(specs, prelude=(), append="", show=True, **vm):
                 f"kernel command line + {full or '(nothing)'}")
         text = script(members, prelude)
         disk_opts = {"disk_mib": disk[0], "disk_fs": disk[1]} if disk else {}
-        res = qemu.boot(["sh", "-c", text], append=full,
-                        stream=Stream() if show else False, **disk_opts, **vm)
+        res = (runner or qemu.boot)(["sh", "-c", text], append=full,
+                                    stream=Stream() if show else False, **disk_opts, **vm)
         b.result = res
         output = res.output.decode(errors="replace")
         b.runs = parse(output)

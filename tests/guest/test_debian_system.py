@@ -124,3 +124,16 @@ def test_run_system_passes_exit_status_and_streams_output():
             "echo out; echo err >&2; exit 7", timeout=600)
     assert p.returncode == 7, p.stderr
     assert p.stdout == "out\nerr\n"
+
+
+def test_bench_apps_runs_on_the_debian_system():
+    """./kml bench --apps --config debian-pti-off: Debian's programs of the
+    image, under systemd, as ordinary processes and from /trusted (kml-modes
+    checks each server's KernelMode)."""
+    p = kml("bench", "--apps", "--quick", "--config", "debian-pti-off", timeout=900)
+    assert p.returncode == 0, f"{p.stderr[-3000:]}\n{p.stdout[-3000:]}"
+    for app in ("redis", "nginx", "iperf3", "find"):
+        row = re.search(rf"^\| {app} \|.*\| debian-pti-off \| ([0-9.]+) \| ([0-9.]+) \|",
+                        p.stdout, re.M)
+        assert row, f"{app}: no result in both modes:\n{p.stdout[-3000:]}"
+    assert "kernel 6.12." in p.stdout and "-kml-debian" in p.stdout
