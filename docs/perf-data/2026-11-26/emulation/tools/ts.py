@@ -1,0 +1,3 @@
+import sys, time
+for line in sys.stdin:
+    sys.stdout.write(f"{time.time():.3f} {line}"); sys.stdout.flush()
