@@ -84,8 +84,9 @@ def mem_size(s):
     return f"{m.group(1)}{m.group(2)}"
 
 
-def add_vm_options(p, timeout, smp=2, mem="1G"):
-    p.add_argument("--smp", type=smp_count, default=smp, help=f"vCPUs (default {smp})")
+def add_vm_options(p, timeout, smp=2, mem="1G", smp_help=None):
+    p.add_argument("--smp", type=smp_count, default=smp,
+                   help=f"vCPUs (default {smp_help or smp})")
     p.add_argument("--mem", type=mem_size, default=mem, help=f"guest memory (default {mem})")
     p.add_argument("--append", default="", metavar="ARGS", help="extra kernel command line")
     p.add_argument("--timeout", type=positive_int, default=timeout, metavar="S",
@@ -164,7 +165,11 @@ def build_parser():
                        ("demo", "the main job: set up, build, boot, show the path length "
                                 "of getppid, then the latency and file I/O tables")):
         p = sub.add_parser(name, help=text, description=text + ".")
-        add_vm_options(p, 1200)
+        # One vCPU for the latency tables: with two, a vCPU the host
+        # deschedules while it holds a guest spinlock makes the other spin
+        # (docs/performance.md, "Why the emulator times ...")
+        add_vm_options(p, 1200, smp=None,
+                       smp_help=f"{BENCH_SMP} for the latency tables, {APPS_SMP} with --apps")
         p.add_argument("--quick", action="store_true",
                        help="few short runs (smoke test), latency and file I/O")
         p.add_argument("--only", metavar="ROWS",
@@ -399,6 +404,10 @@ def vm_options(a):
             "accel": accel_arg(a)}
 
 
+# vCPUs of ./kml bench's latency and file I/O boot, and of --apps's
+# boots (a server and its client)
+BENCH_SMP, APPS_SMP = 1, 2
+
 # What the demo and ./kml bench say between the path length and the timings
 TCG_NOTE = (
     "The timings below are EMULATED unless they say otherwise: under QEMU TCG a CR3 "
@@ -484,7 +493,7 @@ def cmd_bench(a, demo=False):
         + ("" if io_options is None else
            "; then kml-iobench as " + " and ".join(m.name for m in bench.IO_MODES)
            + " on " + " and ".join(fs.name for fs in bench.IO_FS)))
-    out = guestrun.boot(specs, prelude, **vm_options(a))
+    out = guestrun.boot(specs, prelude, **dict(vm_options(a), smp=a.smp or BENCH_SMP))
     if out.failed:
         say(f"bench FAILED: {out.failed.failure}")
         return out.failed.code
@@ -534,7 +543,7 @@ def cmd_bench_apps(a):
     adds = adds or apps.adds()
     say(f"applications: {', '.join(apps.APP_NAMES)}; {rounds} round(s) in each of "
         f"{len(configs)} boot(s) ({', '.join(c.name for c in configs)})")
-    vm = vm_options(a)
+    vm = dict(vm_options(a), smp=a.smp or APPS_SMP)
     vm["accel"] = vm["accel"] or qemu.choose_accel()
     out = guestrun.boot(specs, prelude, adds=adds, runner=runner, **vm)
     data = apps.combine(configs, rounds, sizes, expect, out.runs, vm["accel"])
