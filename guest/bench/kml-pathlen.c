@@ -29,8 +29,9 @@
  * Exit status: 0 when the host set the flag, 1 when an operation failed
  * or nobody set the flag in time, 2 for a usage error, 3 when the mode
  * asked for (--expect-mode, --path call) is not available here.
- * With --json FILE: schema kml-pathlen/1 (the ready line's data, the
- * rounds run, the kernel command line and the CPU vulnerability files).
+ * With --json FILE: schema kml-pathlen/2 (the ready line's data, the
+ * rounds run, the kernel command line, the CPU vulnerability files, and
+ * the bugs and model name lines of /proc/cpuinfo).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -42,7 +43,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/auxv.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -53,7 +60,7 @@
 #include "kml.h"
 #include "kml_klib.h"
 
-#define SCHEMA		"kml-pathlen/1"
+#define SCHEMA		"kml-pathlen/2"
 /* FLAGS_SIZE_32 of the kernel's kernel/futex/futex.h (not a uapi value) */
 #define PL_FLAGS_SIZE_32	0x02
 #define VULN_DIR	"/sys/devices/system/cpu/vulnerabilities"
@@ -61,12 +68,12 @@
 enum { PATH_SYSCALL, PATH_CALL, PATH_KFUNC, NPATH };
 static const char *const path_name[NPATH] = { "syscall", "call", "kfunc" };
 
-typedef long (*site_fn)(long, long, long);
+typedef long (*site_fn)(long, long, long, long);
 
 #define SITE_DECL(op) \
-	long pl_##op##_syscall(long, long, long); \
-	long pl_##op##_call(long, long, long); \
-	long pl_##op##_kfunc(long, long, long); \
+	long pl_##op##_syscall(long, long, long, long); \
+	long pl_##op##_call(long, long, long, long); \
+	long pl_##op##_kfunc(long, long, long, long); \
 	extern const char pl_##op##_syscall_at[], pl_##op##_syscall_end[]; \
 	extern const char pl_##op##_call_at[], pl_##op##_call_end[]; \
 	extern const char pl_##op##_kfunc_at[], pl_##op##_kfunc_end[]
@@ -77,12 +84,25 @@ SITE_DECL(futex_wake);
 SITE_DECL(pipe_rtt);
 /* Operations without a kfunc site: the syscall and call paths only */
 #define SITE_DECL2(op) \
-	long pl_##op##_syscall(long, long, long); \
-	long pl_##op##_call(long, long, long); \
+	long pl_##op##_syscall(long, long, long, long); \
+	long pl_##op##_call(long, long, long, long); \
 	extern const char pl_##op##_syscall_at[], pl_##op##_syscall_end[]; \
 	extern const char pl_##op##_call_at[], pl_##op##_call_end[]
 SITE_DECL2(xpipe_rtt);
 SITE_DECL2(fault);
+SITE_DECL2(stat);
+SITE_DECL2(fstat);
+SITE_DECL2(open_close);
+SITE_DECL2(select_file_10);
+SITE_DECL2(select_file_100);
+SITE_DECL2(select_tcp_10);
+SITE_DECL2(select_tcp_100);
+SITE_DECL2(sig_install);
+SITE_DECL2(sig_deliver);
+SITE_DECL2(prot_fault);
+SITE_DECL2(unix_rtt);
+SITE_DECL2(fork_exit);
+SITE_DECL2(fork_exec);
 
 #define SITES(op) \
 	.fn = { pl_##op##_syscall, pl_##op##_call, pl_##op##_kfunc }, \
@@ -110,13 +130,28 @@ struct op {
 	const char *label;
 	site_fn fn[NPATH];
 	const char *at[NPATH], *end[NPATH];
-	long a[3];		/* the arguments, set by setup() */
+	long a[4];		/* the arguments, set by setup() */
 	long expect;		/* the expected result */
 	void (*prep)(struct op *);	/* before each call: fresh arguments */
+	int (*post)(struct op *);	/* after it: 0, or -1 with a message */
+	int (*setup)(struct op *);	/* once, when selected: 0, or -1 with a message */
 	int selected;
+	int nfds;		/* select_*: how many fds */
 };
 
 static void fault_prep(struct op *o);
+static void select_prep(struct op *o);
+static int sig_post(struct op *o);
+static int prot_post(struct op *o);
+static int file_setup(struct op *o);
+static int select_file_setup(struct op *o);
+static int select_tcp_setup(struct op *o);
+static int sig_install_setup(struct op *o);
+static int sig_deliver_setup(struct op *o);
+static int prot_setup(struct op *o);
+static int unix_setup(struct op *o);
+static int fork_setup(struct op *o);
+static int exec_setup(struct op *o);
 
 static struct op ops[] = {
 	{ "getppid", "getppid()", SITES(getppid) },
@@ -128,6 +163,35 @@ static struct op ops[] = {
 	  "mode reads it and writes 1 byte back, read it", SITES2(xpipe_rtt) },
 	{ "fault", "first touch of a fresh anonymous page (one store)", SITES2(fault),
 	  .prep = fault_prep },
+	/* the rows of kml-bench; the syscall and call paths only */
+	{ "stat", "stat (newfstatat(AT_FDCWD, FILE, buf, 0))", SITES2(stat),
+	  .setup = file_setup },
+	{ "fstat", "fstat (newfstatat(fd, \"\", buf, AT_EMPTY_PATH))", SITES2(fstat),
+	  .setup = file_setup },
+	{ "open_close", "openat(AT_FDCWD, FILE, O_RDONLY) + close", SITES2(open_close),
+	  .setup = file_setup },
+	{ "select_file_10", "select (pselect6, zero timeout) on 10 regular-file fds",
+	  SITES2(select_file_10), .prep = select_prep, .setup = select_file_setup, .nfds = 10 },
+	{ "select_file_100", "select (pselect6, zero timeout) on 100 regular-file fds",
+	  SITES2(select_file_100), .prep = select_prep, .setup = select_file_setup,
+	  .nfds = 100 },
+	{ "select_tcp_10", "select (pselect6, zero timeout) on 10 listening TCP sockets",
+	  SITES2(select_tcp_10), .prep = select_prep, .setup = select_tcp_setup, .nfds = 10 },
+	{ "select_tcp_100", "select (pselect6, zero timeout) on 100 listening TCP sockets",
+	  SITES2(select_tcp_100), .prep = select_prep, .setup = select_tcp_setup,
+	  .nfds = 100 },
+	{ "sig_install", "rt_sigaction(SIGUSR2, handler, NULL)", SITES2(sig_install),
+	  .setup = sig_install_setup },
+	{ "sig_deliver", "kill(self, SIGUSR1): delivery, the handler, rt_sigreturn",
+	  SITES2(sig_deliver), .setup = sig_deliver_setup, .post = sig_post },
+	{ "prot_fault", "store to a read-only page: SIGSEGV, the handler moves RIP past the "
+	  "store, rt_sigreturn", SITES2(prot_fault), .setup = prot_setup, .post = prot_post },
+	{ "unix_rtt", "AF_UNIX stream round trip: write 1 byte, read it back (socketpair)",
+	  SITES2(unix_rtt), .setup = unix_setup },
+	{ "fork_exit", "fork (clone(SIGCHLD)) + child exit_group(0) + wait4",
+	  SITES2(fork_exit), .setup = fork_setup },
+	{ "fork_exec", "fork (clone(SIGCHLD)) + child execve of a static program that "
+	  "exits 0 + wait4", SITES2(fork_exec), .setup = exec_setup },
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
@@ -140,13 +204,17 @@ static struct {
 	const char *label;
 	int fast_syscall;
 	const char *echo;	/* --echo RFD,WFD: the partner of xpipe_rtt */
-} opt = { .expect_kernel = -1, .warmup = 100, .wait_s = 600, .fast_syscall = -1 };
+	const char *file;	/* stat, fstat, open_close, select_file_N */
+	const char *exec;	/* fork_exec's program */
+} opt = { .expect_kernel = -1, .warmup = 100, .wait_s = 600, .fast_syscall = -1,
+	  .exec = "/usr/lib/kml/hello" };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: %s [--path syscall|call|kfunc] [--expect-mode user|kernel] "
 		"[--only OP,...] [--warmup N] [--wait-s S] [--json FILE] "
-		"[--label TEXT] [--fast-syscall 0|1|2] [--echo RFD,WFD] [-v]\n"
+		"[--label TEXT] [--fast-syscall 0|1|2] [--echo RFD,WFD] [--file PATH] "
+		"[--exec PATH] [-v]\n"
 		"operations:", bench_prog);
 	for (size_t i = 0; i < NOPS; i++)
 		fprintf(f, " %s", ops[i].name);
@@ -174,7 +242,7 @@ static void select_ops(const char *list)
 static void parse_args(int argc, char **argv)
 {
 	enum { PL_O_PATH = 0x2000, PL_O_EXPECT, PL_O_ONLY, PL_O_WARMUP, PL_O_WAIT,
-	       PL_O_FAST, PL_O_ECHO };
+	       PL_O_FAST, PL_O_ECHO, PL_O_FILE, PL_O_EXEC };
 	static const struct option lopts[] = {
 		{ "path", required_argument, NULL, PL_O_PATH },
 		{ "expect-mode", required_argument, NULL, PL_O_EXPECT },
@@ -183,6 +251,8 @@ static void parse_args(int argc, char **argv)
 		{ "wait-s", required_argument, NULL, PL_O_WAIT },
 		{ "fast-syscall", required_argument, NULL, PL_O_FAST },
 		{ "echo", required_argument, NULL, PL_O_ECHO },
+		{ "file", required_argument, NULL, PL_O_FILE },
+		{ "exec", required_argument, NULL, PL_O_EXEC },
 		BENCH_COMMON_OPTIONS,
 		{ 0 }
 	};
@@ -210,6 +280,10 @@ static void parse_args(int argc, char **argv)
 			opt.fast_syscall = bench_parse_long("--fast-syscall", optarg, 0, 2);
 		else if (ch == PL_O_ECHO)
 			opt.echo = optarg;
+		else if (ch == PL_O_FILE)
+			opt.file = optarg;
+		else if (ch == PL_O_EXEC)
+			opt.exec = optarg;
 		else
 			bench_common_option(ch, &com);
 	}
@@ -476,6 +550,265 @@ static void set_args(struct op *o, long a1, long a2, long a3, long expect)
 	o->expect = expect;
 }
 
+/*
+ * The rows of kml-bench.  stat, fstat, open_close and select_file_N use
+ * one file: --file, else /usr/bin/kml-pathlen (the same path in every
+ * mode: the kernel-mode copy in /trusted stats the ordinary one), else
+ * this program itself.
+ */
+#define DEFAULT_FILE	"/usr/bin/kml-pathlen"
+static char file_path[4096];
+static struct stat file_st;
+static int file_fd = -1;
+
+static int file_setup(struct op *o)
+{
+	ssize_t n;
+
+	if (!file_path[0]) {
+		if (opt.file)
+			snprintf(file_path, sizeof(file_path), "%s", opt.file);
+		else if (!access(DEFAULT_FILE, R_OK))
+			strcpy(file_path, DEFAULT_FILE);
+		else if ((n = readlink("/proc/self/exe", file_path,
+				       sizeof(file_path) - 1)) > 0)
+			file_path[n] = 0;
+		file_fd = open(file_path, O_RDONLY | O_CLOEXEC);
+		if (file_fd < 0) {
+			fprintf(stderr, "%s: %s: cannot open %s: %s\n", bench_prog, o->name,
+				file_path, strerror(errno));
+			return -1;
+		}
+	}
+	if (!strcmp(o->name, "stat"))
+		set_args(o, AT_FDCWD, (long)file_path, (long)&file_st, 0);
+	else if (!strcmp(o->name, "fstat"))
+		set_args(o, file_fd, (long)"", (long)&file_st, 0);
+	else if (!strcmp(o->name, "open_close"))
+		set_args(o, AT_FDCWD, (long)file_path, O_RDONLY, 0);
+	o->a[3] = !strcmp(o->name, "fstat") ? AT_EMPTY_PATH : 0;
+	return 0;
+}
+
+/* select_*_N: a set of N fds, copied into the call's fd_set before each call */
+struct sel {
+	fd_set set, rd;
+	struct timespec ts;
+	int maxfd;
+};
+static struct sel sels[4];
+static int nsels;
+
+static int sel_add(struct op *o, struct sel *q, int fd, const char *what)
+{
+	if (fd < 0 || fd >= FD_SETSIZE) {
+		fprintf(stderr, "%s: %s: %s: %s\n", bench_prog, o->name, what,
+			fd < 0 ? strerror(errno) : "fd beyond FD_SETSIZE");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	FD_SET(fd, &q->set);
+	if (fd > q->maxfd)
+		q->maxfd = fd;
+	return 0;
+}
+
+static struct sel *sel_new(struct op *o)
+{
+	struct sel *q = &sels[nsels++];
+
+	FD_ZERO(&q->set);
+	q->maxfd = -1;
+	o->a[3] = (long)q;	/* select_prep's; the site ignores a4 */
+	return q;
+}
+
+static int select_file_setup(struct op *o)
+{
+	struct sel *q;
+
+	if (file_setup(o))
+		return -1;
+	q = sel_new(o);
+	for (int i = 0; i < o->nfds; i++)
+		if (sel_add(o, q, open(file_path, O_RDONLY | O_CLOEXEC), "open"))
+			return -1;
+	o->expect = o->nfds;	/* regular files are always ready */
+	return 0;
+}
+
+static int select_tcp_setup(struct op *o)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+				   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sel *q = sel_new(o);
+
+	for (int i = 0; i < o->nfds; i++) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (sel_add(o, q, fd, "socket(AF_INET, SOCK_STREAM)"))
+			return -1;
+		if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) || listen(fd, 1)) {
+			fprintf(stderr, "%s: %s: bind/listen on 127.0.0.1: %s\n",
+				bench_prog, o->name, strerror(errno));
+			return -1;
+		}
+	}
+	o->expect = 0;		/* nobody connects: no listening socket is ready */
+	return 0;
+}
+
+static void select_prep(struct op *o)
+{
+	struct sel *q = (struct sel *)o->a[3];
+
+	q->rd = q->set;
+	q->ts.tv_sec = q->ts.tv_nsec = 0;
+	o->a[0] = q->maxfd + 1;
+	o->a[1] = (long)&q->rd;
+	o->a[2] = (long)&q->ts;
+}
+
+/* sig_install: the kernel's struct sigaction that glibc's sigaction() made */
+static struct {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	unsigned long mask;
+} ksa;
+static volatile unsigned long usr_signals;
+static unsigned long usr_before;
+
+static void usr_handler(int sig)
+{
+	(void)sig;
+	usr_signals++;
+}
+
+static int sig_install_setup(struct op *o)
+{
+	struct sigaction sa = { .sa_handler = usr_handler };
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR2, &sa, NULL) ||
+	    syscall(SYS_rt_sigaction, SIGUSR2, NULL, &ksa, sizeof(ksa.mask))) {
+		fprintf(stderr, "%s: sig_install: sigaction: %s\n", bench_prog, strerror(errno));
+		return -1;
+	}
+	set_args(o, SIGUSR2, (long)&ksa, 0, 0);
+	o->a[3] = sizeof(ksa.mask);
+	return 0;
+}
+
+static int sig_deliver_setup(struct op *o)
+{
+	struct sigaction sa = { .sa_handler = usr_handler };
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR1, &sa, NULL)) {
+		fprintf(stderr, "%s: sig_deliver: sigaction: %s\n", bench_prog, strerror(errno));
+		return -1;
+	}
+	set_args(o, getpid(), SIGUSR1, 0, 0);
+	return 0;
+}
+
+static int sig_post(struct op *o)
+{
+	if (usr_signals == usr_before + 1) {
+		usr_before = usr_signals;
+		return 0;
+	}
+	fprintf(stderr, "%s: %s: the handler ran %lu times, not once\n", bench_prog, o->name,
+		usr_signals - usr_before);
+	return -1;
+}
+
+/*
+ * prot_fault: a store to a read-only page; the SIGSEGV handler moves the
+ * interrupted RIP from the store (the site's _at) to the instruction
+ * after it (_end), as kml-bench's prot_fault row does.
+ */
+static char *prot_page;
+static volatile unsigned long prot_faults;
+static unsigned long prot_before;
+
+static void segv_handler(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	greg_t *rip = &uc->uc_mcontext.gregs[REG_RIP];
+
+	for (size_t i = 0; i < NOPS; i++)
+		if (!strcmp(ops[i].name, "prot_fault") && si->si_addr == prot_page &&
+		    *rip == (greg_t)ops[i].at[opt.path]) {
+			*rip = (greg_t)ops[i].end[opt.path];
+			prot_faults++;
+			return;
+		}
+	signal(sig, SIG_DFL);	/* not ours: die of it */
+}
+
+static int prot_setup(struct op *o)
+{
+	struct sigaction sa = { .sa_sigaction = segv_handler, .sa_flags = SA_SIGINFO };
+
+	prot_page = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	sigemptyset(&sa.sa_mask);
+	if (prot_page == MAP_FAILED || sigaction(SIGSEGV, &sa, NULL)) {
+		fprintf(stderr, "%s: prot_fault: setup: %s\n", bench_prog, strerror(errno));
+		return -1;
+	}
+	set_args(o, (long)prot_page, 0, 0, 0);
+	return 0;
+}
+
+static int prot_post(struct op *o)
+{
+	if (prot_faults == prot_before + 1) {
+		prot_before = prot_faults;
+		return 0;
+	}
+	fprintf(stderr, "%s: %s: %lu faults handled, not 1\n", bench_prog, o->name,
+		prot_faults - prot_before);
+	return -1;
+}
+
+/* unix_rtt: a non-blocking AF_UNIX stream socketpair, one process */
+static int unix_setup(struct op *o)
+{
+	int sv[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv)) {
+		fprintf(stderr, "%s: unix_rtt: socketpair: %s\n", bench_prog, strerror(errno));
+		return -1;
+	}
+	set_args(o, sv[0], sv[1], (long)buf, 1);
+	return 0;
+}
+
+/* fork_exit, fork_exec: the wait status lands here */
+static int wait_status;
+static char *exec_argv[2];
+
+static int fork_setup(struct op *o)
+{
+	set_args(o, (long)&wait_status, 0, 0, 0);
+	return 0;
+}
+
+static int exec_setup(struct op *o)
+{
+	if (access(opt.exec, X_OK)) {
+		fprintf(stderr, "%s: fork_exec: %s: %s (--exec PATH)\n", bench_prog, opt.exec,
+			strerror(errno));
+		return -1;
+	}
+	exec_argv[0] = (char *)opt.exec;
+	set_args(o, (long)&wait_status, (long)exec_argv, 0, 0);
+	return 0;
+}
+
 static int setup(void)
 {
 	fd_zero = open("/dev/zero", O_RDONLY);
@@ -497,6 +830,9 @@ static int setup(void)
 	if (ops[6].selected && fault_setup())
 		return -1;
 	set_args(&ops[6], 0, 0, 0, 0);
+	for (size_t i = 0; i < NOPS; i++)
+		if (ops[i].selected && ops[i].setup && ops[i].setup(&ops[i]))
+			return -1;
 	pathlen_done = 0;	/* its page is present: the host can write it */
 	return 0;
 }
@@ -512,12 +848,14 @@ static int round_once(void)
 			continue;
 		if (o->prep)
 			o->prep(o);
-		r = o->fn[opt.path](o->a[0], o->a[1], o->a[2]);
+		r = o->fn[opt.path](o->a[0], o->a[1], o->a[2], o->a[3]);
 		if (r != o->expect) {
 			fprintf(stderr, "%s: %s returned %ld, expected %ld\n",
 				bench_prog, o->name, r, o->expect);
 			return -1;
 		}
+		if (o->post && o->post(o))
+			return -1;
 	}
 	return 0;
 }
@@ -603,6 +941,32 @@ static void json_vulnerabilities(FILE *f)
 	fputc('}', f);
 }
 
+/* The value of the first "KEY\t: value" line of /proc/cpuinfo, as JSON */
+static void json_cpuinfo(FILE *f, const char *json_key, const char *key)
+{
+	char line[4096];
+	size_t n = strlen(key);
+	FILE *c = fopen("/proc/cpuinfo", "r");
+	const char *v = NULL;
+
+	while (c && fgets(line, sizeof(line), c))
+		if (!strncmp(line, key, n) && (line[n] == ' ' || line[n] == '\t') &&
+		    (v = strchr(line, ':'))) {
+			v++;
+			v += *v == ' ';
+			break;
+		}
+	fprintf(f, ", \"%s\": ", json_key);
+	if (v) {
+		bench_strip_nl(line);
+		bench_json_str(f, v);
+	} else {
+		fputs("null", f);
+	}
+	if (c)
+		fclose(c);
+}
+
 static void write_json(FILE *f, const struct bench_sysinfo *si, long rounds,
 		       unsigned long ktext)
 {
@@ -615,6 +979,8 @@ static void write_json(FILE *f, const struct bench_sysinfo *si, long rounds,
 		path_name[opt.path], getpid(), opt.warmup, rounds < 0 ? 0 : rounds,
 		pathlen_done ? "true" : "false", ktext, getauxval(AT_SYSINFO_EHDR));
 	json_vulnerabilities(f);
+	json_cpuinfo(f, "cpu_bugs", "bugs");
+	json_cpuinfo(f, "cpu_model_name", "model name");
 	fputs(", \"ops\": [", f);
 	for (size_t i = 0; i < NOPS; i++) {
 		if (!ops[i].selected)

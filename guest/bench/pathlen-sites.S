@@ -8,8 +8,9 @@
  * reaches _end; every site has its own address, so a breakpoint hit says
  * which operation it is.
  *
- * C prototype of each: long pl_OP_PATH(long a1, long a2, long a3).  The C
- * argument registers rdi, rsi, rdx are the system call's first three; the
+ * C prototype of each: long pl_OP_PATH(long a1, long a2, long a3, long a4).
+ * The C argument registers rdi, rsi, rdx are the system call's first
+ * three (ONE moves a4, in rcx, to r10, the fourth); the
  * function returns the kernel's result (-errno on error).  The call path
  * jumps to pathlen_entry (the address of __vdso_kml_syscall, set by
  * kml-pathlen.c); `syscall` and that function preserve every register but
@@ -45,11 +46,11 @@
 \name\()_end:
 .endm
 
-/* One system call `nr` with up to three arguments (r10 = 0: futex timeout) */
+/* One system call `nr` with up to four arguments (the fourth, a4 in rcx, goes to r10) */
 .macro ONE op, nr, path
 FUNC	pl_\op\()_\path
 	movl	$\nr, %eax
-	xorl	%r10d, %r10d
+	movq	%rcx, %r10
 	ENTER	\path, pl_\op\()_\path\()_at
 END	pl_\op\()_\path
 	ret
@@ -84,15 +85,107 @@ END	pl_\op\()_\path
  * The path is the same for both paths (no system call); each has a site
  * of its own all the same.  Returns 0.
  */
-.macro FAULT path
-FUNC	pl_fault_\path
-	.globl	pl_fault_\path\()_at
-pl_fault_\path\()_at:
+.macro FAULT path, op=fault
+FUNC	pl_\op\()_\path
+	.globl	pl_\op\()_\path\()_at
+pl_\op\()_\path\()_at:
 	movb	$1, (%rdi)
-END	pl_fault_\path
+END	pl_\op\()_\path
 	xorl	%eax, %eax
 	ret
-	.size	pl_fault_\path, . - pl_fault_\path
+	.size	pl_\op\()_\path, . - pl_\op\()_\path
+.endm
+
+/*
+ * open + close: openat(a1, a2, a3) (mode 0), then close() of what it
+ * returned.  Returns close's result (0; -EBADF when openat failed).
+ */
+.macro OPENCLOSE path
+FUNC	pl_open_close_\path
+	xorl	%r10d, %r10d
+	movl	$257, %eax		/* openat */
+	ENTER	\path, pl_open_close_\path\()_at
+	movq	%rax, %rdi
+	movl	$3, %eax		/* close */
+	ENTER	\path
+END	pl_open_close_\path
+	ret
+	.size	pl_open_close_\path, . - pl_open_close_\path
+.endm
+
+/*
+ * select as glibc 2.36 makes it: pselect6(a1, readfds a2, NULL, NULL,
+ * timeout a3, NULL sigmask).  Returns the number of ready fds.
+ */
+.macro SEL op, path
+FUNC	pl_\op\()_\path
+	movq	%rdx, %r8		/* the timeout (zero) */
+	xorl	%edx, %edx
+	xorl	%r10d, %r10d
+	xorl	%r9d, %r9d
+	movl	$270, %eax		/* pselect6 */
+	ENTER	\path, pl_\op\()_\path\()_at
+END	pl_\op\()_\path
+	ret
+	.size	pl_\op\()_\path, . - pl_\op\()_\path
+.endm
+
+/*
+ * fork + _exit + wait, or fork + execve + wait: clone(SIGCHLD) as glibc's
+ * fork() makes it (without glibc's bookkeeping), then in the parent
+ * wait4(pid, a1, 0, NULL); the path ends after wait4 returns.  The child
+ * makes exit_group(0) at once (fork_exit) or execve(a2[0], a2, a2 + 1)
+ * (a2: {path, NULL}; exit_group(127) if that fails).  Returns the wait
+ * status (0: the child exited with 0), or the clone's or wait4's result
+ * when that was not the child's pid.
+ */
+.macro FORK op, path, exec
+FUNC	pl_\op\()_\path
+	pushq	%rbx
+	pushq	%r12
+	pushq	%r13
+	movq	%rdi, %r12		/* where the status goes */
+	movq	%rsi, %r13		/* exec: {path, NULL} */
+	movl	$17, %edi		/* SIGCHLD */
+	xorl	%esi, %esi
+	xorl	%edx, %edx
+	xorl	%r10d, %r10d
+	xorl	%r8d, %r8d
+	movl	$56, %eax		/* clone */
+	ENTER	\path, pl_\op\()_\path\()_at
+	testq	%rax, %rax
+	jz	2f
+	js	3f
+	movq	%rax, %rbx
+	movq	%rax, %rdi
+	movq	%r12, %rsi
+	xorl	%edx, %edx
+	xorl	%r10d, %r10d
+	movl	$61, %eax		/* wait4 */
+	ENTER	\path
+END	pl_\op\()_\path
+	cmpq	%rax, %rbx
+	jne	3f
+	movl	(%r12), %eax
+3:	popq	%r13
+	popq	%r12
+	popq	%rbx
+	ret
+2:	/* the child */
+	.ifnb	\exec
+	movq	(%r13), %rdi
+	movq	%r13, %rsi
+	leaq	8(%r13), %rdx
+	movl	$59, %eax		/* execve */
+	ENTER	\path
+	movl	$127, %edi
+	.else
+	xorl	%edi, %edi
+	.endif
+	movl	$231, %eax		/* exit_group */
+	ENTER	\path
+	ud2
+	.size	pl_\op\()_\path, . - pl_\op\()_\path
 .endm
 
 .irp path, syscall, call
@@ -103,6 +196,19 @@ END	pl_fault_\path
 	RTT	\path
 	RTT	\path, xpipe_rtt	/* blocking pipes, a partner of the other mode echoes */
 	FAULT	\path
+	ONE	stat, 262, \path		/* newfstatat(AT_FDCWD, path, buf, 0) */
+	ONE	fstat, 262, \path		/* newfstatat(fd, "", buf, AT_EMPTY_PATH) */
+	OPENCLOSE \path
+	SEL	select_file_10, \path
+	SEL	select_file_100, \path
+	SEL	select_tcp_10, \path
+	SEL	select_tcp_100, \path
+	ONE	sig_install, 13, \path	/* rt_sigaction(SIGUSR2, act, NULL, 8) */
+	ONE	sig_deliver, 62, \path	/* kill(self, SIGUSR1): handler, rt_sigreturn */
+	FAULT	\path, prot_fault		/* store to a read-only page: SIGSEGV handler */
+	RTT	\path, unix_rtt		/* AF_UNIX socketpair, non-blocking */
+	FORK	fork_exit, \path
+	FORK	fork_exec, \path, exec
 .endr
 
 /*

@@ -262,6 +262,17 @@ def build_parser():
                    + ",".join(pathlen.OPS))
     p.add_argument("--samples", type=positive_int, metavar="N",
                    help=f"hits counted per operation (default {pathlen.DEFAULT_SAMPLES})")
+    p.add_argument("--long-samples", type=positive_int, metavar="N",
+                   default=pathlen.DEFAULT_LONG_SAMPLES,
+                   help=f"hits counted of {' and '.join(pathlen.LONG_OPS)} (hundreds of "
+                        f"thousands of steps each; default {pathlen.DEFAULT_LONG_SAMPLES})")
+    p.add_argument("--cpu", metavar="MODEL", default=pathlen.DEFAULT_CPU,
+                   help="QEMU's -cpu model (qemu-system-x86_64 -cpu help), e.g. "
+                        "Skylake-Server-v4 or EPYC-Milan: the guest kernel picks that "
+                        "CPU's mitigations; the table adds cycle estimates for its family "
+                        f"(default {pathlen.DEFAULT_CPU})")
+    p.add_argument("--pti", choices=("both", "off", "on"), default="both",
+                   help="the boot(s): pti=off, pti=on or both (default both)")
     add_kernel_option(p, "count on")
     return ap
 
@@ -430,21 +441,31 @@ def show_and_save(data, table, prefix="", what="results"):
 
 def run_pathlen(a, only, samples, smp):
     """kml-pathlen's specs booted with the gdb hook (see pathlen.py) on
-    the kernel --kernel names: boots, combine, render, save.  0 or an
-    exit code."""
+    the kernel --kernel names and the CPU model --cpu names: boots,
+    combine, render, save.  0 or an exit code."""
     k = kbuild.kernel(getattr(a, "kernel", None))
+    cpu = getattr(a, "cpu", None) or pathlen.DEFAULT_CPU
     kernel, source = pathlen.kernel_symbols(k.vmlinux, say=say)
     tracer = pathlen.Tracer(samples, say=say,
                             progress=say if os.environ.get("KML_PATHLEN_PROGRESS") == "1"
-                            else None)
-    specs = pathlen.specs(only)
-    out = guestrun.boot(specs, gdb=tracer, kernel=k, **dict(vm_options(a), smp=smp))
+                            else None,
+                            long_samples=getattr(a, "long_samples", None)
+                            or pathlen.DEFAULT_LONG_SAMPLES)
+    pti = {"off": ("off",), "on": ("on",)}.get(getattr(a, "pti", "both"), pathlen.PTI)
+    specs = pathlen.specs(only, pti)
+    t = time.monotonic()
+    out = guestrun.boot(specs, gdb=tracer, kernel=k, **dict(vm_options(a), smp=smp),
+                        **({"cpu": cpu} if cpu != pathlen.DEFAULT_CPU else {}))
     if out.failed:
         say(f"pathlen FAILED: {out.failed.failure}")
         return out.failed.code
     data = pathlen.combine(specs, out.runs, tracer, kernel, vdso=pathlen.vdso_dbg(k))
     data["kernel_symbols"] = source
     data["kernel"] = {"name": k.name, "release": k.release()}
+    data["cpu_model"] = pathlen.cpu_model_record(
+        cpu, [b.result.qemu_error for b in out.boots if b.result is not None])
+    data["seconds"] = round(time.monotonic() - t)
+    data["estimates"] = pathlen.estimates(data)
     table = report.pathlen_markdown(data)
     show_and_save(data, table, "pathlen-", "path length results")
     return pathlen.exit_status(data)
@@ -618,6 +639,7 @@ def cmd_pathlen(a):
     if only:
         pathlen.check_only(only)
     pathlen.check_append(a.append)
+    pathlen.check_cpu(a.cpu)
     if os.environ.get("KML_NO_KERNEL_BUILD") == "1":
         initramfs.build_initramfs()
     else:

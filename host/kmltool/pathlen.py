@@ -29,6 +29,8 @@ the program writes its JSON and ends.  insn.py turns the traces into
 figures; report.pathlen_markdown() prints the table.
 """
 import re
+import subprocess
+import time
 from dataclasses import dataclass, replace
 
 from . import bench, paths
@@ -38,19 +40,32 @@ from .insn import MAX_INSN, Step, Symbols, disassemble, first_difference, \
     summarize
 from .paths import KmlError
 
-SCHEMA = "kml-pathlen-modes/1"
-GUEST_SCHEMA = "kml-pathlen/1"
+SCHEMA = "kml-pathlen-modes/2"
+GUEST_SCHEMA = "kml-pathlen/2"
 PROGRAM = "/usr/bin/kml-pathlen"
-OPS = ("getppid", "read", "write", "futex_wake", "pipe_rtt", "xpipe_rtt", "fault")
+# The rows of kml-bench's latency table (docs/pathlen.md says what each
+# path holds); the first seven came first and keep their order.
+BENCH_OPS = ("stat", "fstat", "open_close", "select_file_10", "select_file_100",
+             "select_tcp_10", "select_tcp_100", "sig_install", "sig_deliver",
+             "prot_fault", "unix_rtt", "fork_exit", "fork_exec")
+OPS = ("getppid", "read", "write", "futex_wake", "pipe_rtt", "xpipe_rtt", "fault") + BENCH_OPS
 # The modes an operation is counted in (the others: every mode).  xpipe_rtt
 # has no kfunc path, and its syscall path is the same with or without the
-# bypass; the fault enters no system call, so the other kernel-mode runs
-# would count kernel-syscall's path again.
-OP_MODES = {"xpipe_rtt": ("user", "kernel-syscall", "kernel-call"),
-            "fault": ("user", "kernel-syscall")}
+# bypass; the faults enter no system call, so the other kernel-mode runs
+# would count kernel-syscall's path again; the rows of kml-bench have no
+# kfunc path, and the generic syscall path only for the first five.
+SYSCALL_AND_CALL = ("user", "kernel-syscall", "kernel-call")
+OP_MODES = {"xpipe_rtt": SYSCALL_AND_CALL, "fault": ("user", "kernel-syscall"),
+            "prot_fault": ("user", "kernel-syscall"),
+            **{o: SYSCALL_AND_CALL for o in BENCH_OPS if o != "prot_fault"}}
 PTI = ("off", "on")
 DEFAULT_SAMPLES, DEFAULT_SKIP = 5, 1
 MAX_STEPS = 200000          # a path longer than this is an error (a stall)
+# The long rows: their own limit, fewer samples (--long-samples), and no
+# hit dropped first (the warm-up ran them 100 times already); single
+# stepping runs at about 1,000-2,000 instructions a second here.
+LONG_OPS = {"fork_exit": 1500000, "fork_exec": 4000000}
+DEFAULT_LONG_SAMPLES = 1
 MAX_NULL_STEPS = 100        # steps in a row that execute nothing: an error
 STOP_TIMEOUT = 120          # seconds until a breakpoint must be hit
 MAX_DROPPED = 3             # samples longer than MAX_STEPS dropped, per operation
@@ -144,6 +159,49 @@ def check_append(append):
                        "with pti=off and with pti=on itself)")
 
 
+# ---- the virtual CPU (--cpu) ----------------------------------------
+
+DEFAULT_CPU = "max"
+TCG_WARNING = re.compile(r"TCG doesn't support requested feature: (.*)$")
+
+
+def cpu_models(text=None):
+    """The CPU model names of `qemu-system-x86_64 -cpu help` (its text, or
+    run it): the first word after "x86" of each line."""
+    if text is None:
+        from .qemu import QEMU
+        try:
+            p = subprocess.run([QEMU, "-cpu", "help"], capture_output=True, text=True,
+                               timeout=60)
+        except OSError as e:
+            raise KmlError(f"cannot run {QEMU} -cpu help: {e}") from None
+        text = p.stdout
+    return [w[1] for w in (line.split() for line in text.splitlines())
+            if len(w) >= 2 and w[0] == "x86"]
+
+
+def check_cpu(model, models=None):
+    """model if QEMU offers it, else a KmlError that lists what it offers."""
+    models = cpu_models() if models is None else models
+    if model in models:
+        return model
+    close = [m for m in models if m.lower().startswith(model.lower().split("-")[0])]
+    raise KmlError(f"--cpu {model}: qemu-system-x86_64 offers no such CPU model"
+                   + (f"; similar: {' '.join(close)}" if close else "")
+                   + " (qemu-system-x86_64 -cpu help lists them all)")
+
+
+def tcg_warnings(text):
+    """The features QEMU said TCG cannot give the model (from its stderr),
+    each once, in order."""
+    out = []
+    for line in (text or "").splitlines():
+        m = TCG_WARNING.search(line.strip())
+        if m and m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
 def check_only(only):
     bad = [o for o in only if o not in OPS]
     if bad or not only:
@@ -183,24 +241,34 @@ def step_once(stub, thread, regs):
     raise StubError(f"no progress in {MAX_NULL_STEPS} steps at {regs['rip']:#x}")
 
 
+def max_steps(name):
+    return LONG_OPS.get(name, MAX_STEPS)
+
+
 class PathTooLong(StubError):
     """A path longer than MAX_STEPS: something else ran in between (the
     round trip across modes on one vCPU), or it stalled."""
 
 
-def trace(stub, thread, regs, end, code):
+def trace(stub, thread, regs, end, code, limit=None):
     """Single-step thread's vCPU from regs (stopped at the entering
     instruction) until RIP is end: (the Steps, the null steps); code gets
     the bytes of each new RIP, read while that instruction's page tables
-    are current (with PTI the entry trampoline runs on the user CR3)."""
+    are current (with PTI the entry trampoline runs on the user CR3).  An
+    instruction on a page not yet present (a program just exec'd: its
+    fetch faults) is read again when RIP comes back to it."""
     steps, nulls = [], 0
+    limit = limit or MAX_STEPS
     while regs["rip"] != end:
-        if len(steps) >= MAX_STEPS:
-            raise PathTooLong(f"no return to {end:#x} within {MAX_STEPS} instructions "
+        if len(steps) >= limit:
+            raise PathTooLong(f"no return to {end:#x} within {limit} instructions "
                               f"(now at {regs['rip']:#x})")
         rip = regs["rip"]
         if rip not in code:
-            code[rip] = read_code(stub, rip)
+            try:
+                code[rip] = read_code(stub, rip)
+            except StubError:
+                pass
         steps.append(Step(rip, regs["rsp"], regs["rcx"]))
         regs, null = step_once(stub, thread, regs)
         nulls += null
@@ -222,21 +290,28 @@ def hit(stub, by_at):
 
 
 def count(stub, ready, want, say=None, dropped=None):
-    """The traces of want hits of each operation: ({name: [[Step]]}, code);
-    say (if given) hears of each hit counted.  A hit whose path is longer
-    than MAX_STEPS is dropped (counted in dropped[name]; the VM goes on
-    from where the step stopped, the next hit is a new sample), up to
+    """The traces of the hits of each operation: ({name: [[Step]]}, code);
+    want: how many hits, an int for every operation or {name: int}; say
+    (if given) hears of each hit counted.  An operation's breakpoint is
+    cleared once it has its hits.  A hit whose path is longer than its
+    limit (max_steps) is dropped (counted in dropped[name]; the VM goes
+    on from where the step stopped, the next hit is a new sample), up to
     MAX_DROPPED per operation."""
     by_at = {op.at: op for op in ready.ops}
+    wants = {op.name: want if isinstance(want, int) else want[op.name] for op in ready.ops}
     traces = {op.name: [] for op in ready.ops}
     dropped = {} if dropped is None else dropped
     code = {}
-    for at in by_at:
-        stub.set_break(at)
-    while any(len(t) < want for t in traces.values()):
+    armed = set()
+    for at, op in by_at.items():
+        if wants[op.name] > 0:
+            stub.set_break(at)
+            armed.add(at)
+    while armed:
         op, thread, regs = hit(stub, by_at)
         try:
-            traces[op.name].append(trace(stub, thread, regs, op.end, code))
+            traces[op.name].append(trace(stub, thread, regs, op.end, code,
+                                         max_steps(op.name)))
         except PathTooLong as e:
             dropped[op.name] = dropped.get(op.name, 0) + 1
             if dropped[op.name] > MAX_DROPPED:
@@ -245,35 +320,48 @@ def count(stub, ready, want, say=None, dropped=None):
                 say(f"  {ready.label}: {op.name}: a hit dropped: {e}")
             continue
         if say:
-            say(f"  {ready.label}: {op.name} hit {len(traces[op.name])}/{want}: "
+            say(f"  {ready.label}: {op.name} hit {len(traces[op.name])}/{wants[op.name]}: "
                 f"{len(traces[op.name][-1][0])} steps")
-    for at in by_at:
-        stub.clear_break(at)
+        if len(traces[op.name]) >= wants[op.name]:
+            stub.clear_break(op.at)
+            armed.discard(op.at)
     stub.write(ready.done, (1).to_bytes(4, "little"))
     return traces, code
 
 
-def measure(address, ready, samples, skip, say=None):
-    """Connect, count, detach: {"sstep": flags, "traces", "code"}."""
+def plan(names, samples, skip, long_samples=DEFAULT_LONG_SAMPLES):
+    """{name: (hits dropped first, hits counted)}: the long rows drop none
+    and count long_samples."""
+    return {n: (0, long_samples) if n in LONG_OPS else (skip, samples) for n in names}
+
+
+def measure(address, ready, samples, skip, say=None, long_samples=DEFAULT_LONG_SAMPLES):
+    """Connect, count, detach: {"sstep": flags, "traces", "code",
+    "dropped", "plan", "seconds"}."""
     stub = Stub.connect(address)
+    how = plan([op.name for op in ready.ops], samples, skip, long_samples)
+    t = time.monotonic()
     try:
         stub.start()
         flags = stub.sstep_flags()
         dropped = {}
-        traces, code = count(stub, ready, skip + samples, say, dropped)
+        traces, code = count(stub, ready, {n: a + b for n, (a, b) in how.items()}, say,
+                             dropped)
     finally:
         stub.detach()
         stub.close()
-    return {"sstep": flags, "traces": {k: v[skip:] for k, v in traces.items()},
-            "code": code, "dropped": dropped}
+    return {"sstep": flags, "traces": {k: v[how[k][0]:] for k, v in traces.items()},
+            "code": code, "dropped": dropped, "plan": how,
+            "seconds": round(time.monotonic() - t, 1)}
 
 
 class Tracer:
     """The gdb hook: measures every kml-pathlen run of a boot; results
     (by run label) stay here for combine()."""
 
-    def __init__(self, samples=DEFAULT_SAMPLES, skip=DEFAULT_SKIP, say=None, progress=None):
-        self.samples, self.skip = samples, skip
+    def __init__(self, samples=DEFAULT_SAMPLES, skip=DEFAULT_SKIP, say=None, progress=None,
+                 long_samples=DEFAULT_LONG_SAMPLES):
+        self.samples, self.skip, self.long_samples = samples, skip, long_samples
         self.say = say or (lambda msg: None)
         self.progress = progress        # hears of every hit counted (KML_PATHLEN_PROGRESS=1)
         self.results = {}
@@ -290,7 +378,8 @@ class Tracer:
                      f"{self.skip} + {self.samples} hits each")
             self.results[ready.label] = {"ready": ready,
                                          **measure(watch.stub, ready, self.samples,
-                                                   self.skip, self.progress)}
+                                                   self.skip, self.progress,
+                                                   self.long_samples)}
 
 
 # ---- figures ----------------------------------------------------------
@@ -377,7 +466,9 @@ def _record(spec, run, measured, status, why):
     return {"name": spec.name, "mode": spec.name.rsplit("-pti-", 1)[0], "pti": pti_of(spec),
             "title": spec.title, "program": spec.path, "args": list(spec.args),
             "cpl": spec.cpl, "exit_status": run.exit if run else None, "status": status,
-            "reason": why, "sstep": measured.get("sstep") if measured else None}
+            "reason": why, "sstep": measured.get("sstep") if measured else None,
+            "seconds": measured.get("seconds") if measured else None,
+            "plan": measured.get("plan") if measured else None}
 
 
 def vdso_dbg(k):
@@ -404,9 +495,12 @@ def combine(specs_, runs, tracer, kernel_syms, vdso=VDSO_DBG):
     return {"schema": SCHEMA, "emulated": bool(base.get("emulated")),
             "accel": base.get("accel"), "cpu": base.get("cpu"), "ncpus": base.get("ncpus"),
             "kernel": base.get("kernel"), "samples": tracer.samples, "skip": tracer.skip,
+            "long_samples": tracer.long_samples, "long_ops": sorted(LONG_OPS),
             "sstep": sorted({r["sstep"] for r in records if r["sstep"] is not None}),
             "boots": [{"pti": p, "cmdline": docs[p].get("cmdline"),
-                       "vulnerabilities": docs[p].get("vulnerabilities") or {}}
+                       "vulnerabilities": docs[p].get("vulnerabilities") or {},
+                       "cpu_bugs": docs[p].get("cpu_bugs"),
+                       "cpu_model_name": docs[p].get("cpu_model_name")}
                       for p in PTI if p in docs],
             "runs": records, "rows": rows(records, figures)}
 
@@ -437,3 +531,33 @@ def exit_status(d):
     user = [r for r in d["runs"] if r["mode"] == bench.MODES[0].name]
     return 1 if bad or any(r["status"] != Status.OK for r in user) else 0
 
+
+
+# ---- the CPU model and cycle estimates ----------------------------------
+
+def cpu_model_record(model, qemu_stderr=()):
+    """What the JSON says of the virtual CPU: the -cpu model, the cost
+    family its estimates use (costs.py; None: no estimate), and the
+    features QEMU said TCG cannot give it."""
+    from . import costs
+    return {"name": model, "family": costs.family_of(model),
+            "tcg_missing": tcg_warnings("\n".join(t or "" for t in qemu_stderr))}
+
+
+def estimates(data):
+    """Adds an "estimate" (costs.estimate) to every counted cell of data's
+    rows for the model's family; returns the basis ({"family", "cpi",
+    "sources"}), or None when the model has no family (max)."""
+    from . import costs
+    family = (data.get("cpu_model") or {}).get("family")
+    if not family:
+        return None
+    used = set()
+    for r in data["rows"]:
+        for c in r["cells"].values():
+            if c.get("status") == "ok" and "instructions" in c:
+                c["estimate"] = costs.estimate(c, family)
+                used.update(c["estimate"]["sources"])
+    return {"family": family, "title": costs.FAMILIES[family], "cpi": costs.CPI,
+            "costs": costs.table(family), "sources": {k: costs.SOURCES[k] for k in
+                                                       sorted(used | {"cpi"})}}

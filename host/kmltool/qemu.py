@@ -128,13 +128,14 @@ def gdb_socket(rundir):
 
 
 def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None, bzimage=None,
-                 drives=()):
+                 drives=(), cpu=None):
     """QEMU's command line; initrd None: no initramfs; drives: -drive
-    values of virtio disks before disk (the first is /dev/vda)."""
+    values of virtio disks before disk (the first is /dev/vda); cpu: the
+    -cpu model (default max)."""
     cmdline = f"console=ttyS0 panic=-1 kml.accel={accel} kml.smp={smp}"
     if append:
         cmdline += " " + append
-    return [QEMU, "-accel", accel, "-cpu", "max", "-smp", str(smp), "-m", mem,
+    return [QEMU, "-accel", accel, "-cpu", cpu or "max", "-smp", str(smp), "-m", mem,
             "-nodefaults", "-no-reboot", "-display", "none",
             "-kernel", str(bzimage or paths.BZIMAGE),
             *(["-initrd", str(initrd)] if initrd else []),
@@ -185,7 +186,7 @@ def make_disk(path, mib, fs=None):
 
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
          stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None, kernel=None,
-         initrd=None, drives=()):
+         initrd=None, drives=(), cpu=None):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
     attaches a sparse virtio disk of that size as /dev/vda: empty, or with
     a new file system of type disk_fs (made on the host: mkfs.ext4).
@@ -197,7 +198,9 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     kernel: a kbuild.Kernel to boot (default: the guest kernel).
     initrd: a complete initramfs to boot instead of the guest image with
     argv (an appliance image, whose init runs its own program; argv is
-    then ignored).  Result.started is the monotonic time QEMU started."""
+    then ignored).  cpu: QEMU's -cpu model (default max; QEMU's warnings,
+    such as features TCG lacks, are in Result.qemu_error).
+    Result.started is the monotonic time QEMU started."""
     bzimage = kernel.bzimage if kernel else paths.BZIMAGE
     build = f"./kml build --kernel {kernel.name}" if kernel else "./kml build"
     for f, what in ((bzimage, "kernel"), (Path(initrd or paths.INITRAMFS), "initramfs")):
@@ -220,7 +223,7 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     disk = None
     if disk_mib:
         disk = make_disk(rundir / "disk.img", disk_mib, disk_fs)
-    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk, bzimage, drives)
+    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk, bzimage, drives, cpu)
     watch = Watch(gdb_socket(rundir)) if gdb else None
     if watch:
         cmd += ["-gdb", f"unix:{watch.stub},server=on,wait=off"]

@@ -336,40 +336,100 @@ def _pair(r, key):
                       for p in ("off", "on"))
 
 
+# What a CPU model under TCG cannot show (docs/pathlen.md)
+TCG_CANNOT = ("under TCG the model has no spec-ctrl (SPEC_CTRL/PRED_CMD MSRs): the kernel "
+              "cannot use IBRS, IBPB or STIBP, so no `WRMSR 0x48`/`0x49` appears; no PMU, "
+              "no microcode (VERW runs but clears nothing: MD_CLEAR is not there), and the "
+              "bug bits are the kernel's guess from the model's CPUID and the "
+              "ARCH_CAPABILITIES QEMU offers")
+
+
 def pathlen_header(d):
     out = ["# kml pathlen: instructions per system call, counted through QEMU's gdb stub",
            ""]
     out += system_lines(d)
+    m = d.get("cpu_model")
+    if m:
+        fam = (d.get("estimates") or {}).get("title")
+        out.append(f"- CPU model: `-cpu {m['name']}`"
+                   + (f" (cost family: {fam})" if fam else " (no cost family: no cycle "
+                      "estimates)")
+                   + ("; QEMU: TCG does not support " + ", ".join(m["tcg_missing"])
+                      if m.get("tcg_missing") else "; QEMU reported no missing feature"))
     for b in d["boots"]:
         v = b["vulnerabilities"]
         out.append(f"- pti={b['pti']} boot: `{b['cmdline']}`; "
                    + "; ".join(f"{k}: {v[k]}" for k in PATHLEN_VULNS if k in v))
+        if b.get("cpu_bugs") is not None or b.get("cpu_model_name"):
+            out.append(f"  - /proc/cpuinfo: model name `{b.get('cpu_model_name')}`; "
+                       f"bugs `{b.get('cpu_bugs') or ''}`")
     out.append(f"- method: single steps of the measuring process's vCPU alone, interrupts "
                f"and timers masked (QEMU sstep flags {', '.join(map(str, d['sstep']))}); "
                f"from the `syscall` (or the `call` of `__vdso_kml_syscall`) to the "
                f"instruction after it; {d['skip']} hit(s) of each dropped, then "
                f"{d['samples']} counted; a REP string instruction counts once")
+    if d.get("long_ops"):
+        out.append(f"- long rows ({', '.join(d['long_ops'])}): no hit dropped first, "
+                   f"{d.get('long_samples')} counted")
+    if d.get("seconds") is not None:
+        out.append(f"- time: {d['seconds']} s in all; counting per run (s): "
+                   + ", ".join(f"{r['name']} {r['seconds']}" for r in d["runs"]
+                               if r.get("seconds") is not None))
     out.append("- runs:")
     out += [run_line(r) for r in d["runs"]]
     return out + [""]
+
+
+def _est(c):
+    e = c.get("estimate") if c.get("status") == Status.OK else None
+    return f"~{e['cycles']}" if e else "–"
+
+
+def pathlen_estimates(d):
+    """The cycle estimates' basis: the costs used, their sources, what is
+    left out."""
+    e = d.get("estimates")
+    if not e:
+        return []
+    out = [f"## Cycle estimates for {e['title']} (ESTIMATES, not measurements)", "",
+           f"est. cycles = (instructions − priced costly ones) × CPI {e['cpi']} + the "
+           "published costs of the priced ones (a REP instruction counts once; its extra "
+           "iterations add nothing). Costly kinds without a published figure add nothing "
+           "beyond CPI: " + ", ".join(sorted({k for r in d["rows"]
+                                                for c in r["cells"].values()
+                                                for k in (c.get("estimate") or {})
+                                                .get("unpriced", {})})) + ".", "",
+           "| costly kind | cycles (estimate) | source | how |", "|---|---:|---|---|"]
+    out += [f"| {x['kind']} | {x['cycles']} | {x['source']} | {x['how']} |"
+            for x in e["costs"]]
+    out += ["", "Sources:", ""] + [f"- [{k}] {v}" for k, v in e["sources"].items()]
+    out += ["", f"What this model under TCG cannot show: {TCG_CANNOT}.", ""]
+    return out
 
 
 def pathlen_markdown(d):
     """./kml pathlen: header, the table, the costly instructions in order,
     notes on counts that differ between samples."""
     out = pathlen_header(d)
+    est = bool(d.get("estimates"))
     out += ["| System call | Mode | pti=off | pti=on | inside (off / on) | outside (off / on) "
-            "| costly, pti=off | costly, pti=on |", "|---|---|---:|---:|---:|---:|---|---|"]
+            + ("| est. cycles (off / on) " if est else "")
+            + "| costly, pti=off | costly, pti=on |",
+            "|---|---|---:|---:|---:|---:|" + ("---:|" if est else "") + "---|---|"]
     for r in d["rows"]:
         c = r["cells"]
+        cyc = (f"{_est(c.get('off', {}))} / {_est(c.get('on', {}))} | " if est else "")
         out.append(f"| {r['op']} | {r['mode']} | {_count(c.get('off', {}))} | "
                    f"{_count(c.get('on', {}))} | {_pair(r, 'inside')} | "
-                   f"{_pair(r, 'outside')} | {costly_text(c.get('off', {}))} | "
+                   f"{_pair(r, 'outside')} | {cyc}{costly_text(c.get('off', {}))} | "
                    f"{costly_text(c.get('on', {}))} |")
     out += ["", "Instructions executed from the entering instruction to the one after it "
             "(both user and kernel); inside: in the system call's own function "
             "(`__x64_sys_NAME`; for kernel-kfunc the function behind the handle) and "
-            "what it calls; outside: the rest (entry, exit, the vDSO). A range is min–max over the samples (see the notes).", ""]
+            "what it calls; outside: the rest (entry, exit, the vDSO). A range is min–max over the samples (see the notes)."
+            + (" est. cycles: an ESTIMATE from the shortest sample (next section)." if est
+               else ""), ""]
+    out += pathlen_estimates(d)
     out += pathlen_details(d)
     return "\n".join(out).rstrip() + "\n"
 

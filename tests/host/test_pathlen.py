@@ -306,10 +306,15 @@ def test_specs_options_and_parser():
 
 def test_specs_count_each_operation_in_its_modes():
     default = {s.name: s.options[1] for s in pathlen.specs()}
+    bench_ops = ("stat,fstat,open_close,select_file_10,select_file_100,select_tcp_10,"
+                 "select_tcp_100,sig_install,sig_deliver,prot_fault,unix_rtt,fork_exit,"
+                 "fork_exec")
     assert default["user-pti-on"] == ("getppid,read,write,futex_wake,pipe_rtt,xpipe_rtt,"
-                                      "fault")
+                                      "fault," + bench_ops)
     assert default["kernel-syscall-pti-off"] == default["user-pti-on"]
-    assert default["kernel-call-pti-off"] == "getppid,read,write,futex_wake,pipe_rtt,xpipe_rtt"
+    assert default["kernel-call-pti-off"] == ("getppid,read,write,futex_wake,pipe_rtt,"
+                                              "xpipe_rtt," + bench_ops.replace(
+                                                  "prot_fault,", ""))
     assert default["kernel-syscall-generic-pti-off"] == "getppid,read,write,futex_wake,pipe_rtt"
     assert default["kernel-kfunc-pti-on"] == "getppid,read,write,futex_wake,pipe_rtt"
     # a mode without any of the operations asked for is not booted
@@ -389,7 +394,7 @@ def test_kernel_symbols_fall_back_to_system_map(tmp_path):
 
 def guest_doc(spec, **more):
     pti = spec.append.split("=")[1]
-    doc = {"schema": "kml-pathlen/1", "label": spec.name, "accel": "tcg", "emulated": True,
+    doc = {"schema": "kml-pathlen/2", "label": spec.name, "accel": "tcg", "emulated": True,
            "cpu": "QEMU TCG", "ncpus": 1, "kernel": "6.12.117-kml",
            "cmdline": f"console=ttyS0 kml.accel=tcg pti={pti}", "cpl": spec.cpl,
            "path": spec.args[list(spec.args).index("--path") + 1], "done": True,
@@ -404,7 +409,7 @@ def fake_run(spec, exit=0, **more):
 
 
 class FakeTracer:
-    samples, skip = 2, 1
+    samples, skip, long_samples = 2, 1, 1
 
     def __init__(self, results):
         self.results = results
@@ -454,7 +459,7 @@ def test_combine_rows_and_exit_status(monkeypatch):
     monkeypatch.setattr(pathlen, "GUEST_BINARY", None)
     monkeypatch.setattr(pathlen, "VDSO_DBG", None)
     d = combined()
-    assert d["schema"] == "kml-pathlen-modes/1" and d["emulated"] is True
+    assert d["schema"] == "kml-pathlen-modes/2" and d["emulated"] is True
     assert [b["pti"] for b in d["boots"]] == ["off", "on"]
     assert [(r["op"], r["mode"]) for r in d["rows"]] == [
         ("getppid", "user"), ("getppid", "kernel-syscall"), ("getppid", "kernel-call"),
@@ -539,7 +544,7 @@ def test_guest_program_ready_line(tmp_path_factory, tmp_path):
     assert syms.address("pathlen_done") is None     # data: not a text symbol
     assert 0x5A400000 <= ready.ops[0].at < 0x5A500000   # its own address (guest/Makefile)
     doc = json.loads((tmp_path / "j").read_text())
-    assert doc["schema"] == "kml-pathlen/1" and doc["done"] is False and doc["cpl"] == 3
+    assert doc["schema"] == "kml-pathlen/2" and doc["done"] is False and doc["cpl"] == 3
     p = subprocess.run([str(prog), "--path", "call", "--expect-mode", "user"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 3 and "call path is not available" in p.stderr
@@ -555,3 +560,131 @@ def test_guest_program_ready_line(tmp_path_factory, tmp_path):
     p = subprocess.run([str(prog), "--path", "kfunc", "--only", "xpipe_rtt"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "xpipe_rtt has no kfunc path" in p.stderr
+
+
+# ---- the rows of kml-bench, --cpu, cycle estimates -----------------------
+
+def test_count_clears_a_done_operation_and_counts_long_rows_apart():
+    """Each operation gets its own number of hits; once it has them its
+    breakpoint goes (a long row is not stepped again while the others
+    are counted)."""
+    a, b = pathlen.Op("getppid", 0x5A402288, 0x5A40228A), pathlen.Op("fork_exit", 0x5A403000,
+                                                                      0x5A403010)
+    ready = pathlen.Ready("t", 1, 3, "syscall", 0, 0x5A4C9560, 0, (a, b))
+    stub = BreakStub([a.at, b.at, a.at, a.at],
+                     [[regs(K), regs(a.end)], [regs(K + 4), regs(K + 8), regs(b.end)],
+                      [regs(K), regs(a.end)], [regs(K), regs(a.end)]])
+    traces, _ = pathlen.count(stub, ready, {"getppid": 3, "fork_exit": 1})
+    assert [len(traces["getppid"]), len(traces["fork_exit"])] == [3, 1]
+    assert stub.breaks == set()
+    assert pathlen.plan(["getppid", "fork_exit", "fork_exec"], 5, 1, 2) == {
+        "getppid": (1, 5), "fork_exit": (0, 2), "fork_exec": (0, 2)}
+    assert pathlen.max_steps("fork_exec") > pathlen.max_steps("getppid") == pathlen.MAX_STEPS
+
+
+def test_trace_reads_an_unreadable_instruction_again_later():
+    """A program just exec'd: the fetch of its first instruction faults
+    (the page is not there yet); its bytes are read when RIP is back."""
+    class Stub(FakeStub):
+        def read(self, addr, size):
+            self.reads.append((addr, size))
+            if addr == 0x401000 and len(self.reads) < 3:
+                raise StubError("E14")
+            return self.code[:size]
+    end = 0x401004
+    stub = Stub([regs(0x401000), regs(K), regs(0x401000), regs(end)])
+    code = {}
+    steps, _ = pathlen.trace(stub, "01", stub.regs(), end, code)
+    assert [s.rip for s in steps] == [0x401000, K, 0x401000] and 0x401000 in code
+
+
+def test_new_operations_and_their_modes():
+    for op in ("stat", "fstat", "open_close", "select_file_10", "select_tcp_100",
+               "sig_install", "sig_deliver", "unix_rtt", "fork_exit", "fork_exec"):
+        assert op in pathlen.OPS and pathlen.OP_MODES[op] == pathlen.SYSCALL_AND_CALL
+    assert pathlen.OP_MODES["prot_fault"] == ("user", "kernel-syscall")
+    names = [s.name for s in pathlen.specs(["fork_exec"], ("on",))]
+    assert names == ["user-pti-on", "kernel-syscall-pti-on", "kernel-call-pti-on"]
+
+
+HELP = """Available CPUs:
+x86 486                   (alias configured by machine type)
+x86 EPYC-Milan            (alias configured by machine type)
+x86 EPYC-Milan-v1         AMD EPYC-Milan Processor
+x86 Skylake-Server-v4     Intel Xeon Processor (Skylake, IBRS, no TSX)
+x86 max                   Enables all features supported by the accelerator in the current host
+
+Recognized CPUID flags:
+  3dnow 3dnowext
+"""
+
+
+def test_cpu_models_and_check_cpu():
+    models = pathlen.cpu_models(HELP)
+    assert models == ["486", "EPYC-Milan", "EPYC-Milan-v1", "Skylake-Server-v4", "max"]
+    assert pathlen.check_cpu("EPYC-Milan", models) == "EPYC-Milan"
+    with pytest.raises(KmlError, match="no such CPU model; similar: EPYC-Milan EPYC-Milan-v1"):
+        pathlen.check_cpu("EPYC-Genoa", models)
+    with pytest.raises(KmlError, match="-cpu help"):
+        pathlen.check_cpu("Pentium9", models)
+    a = cli.build_parser().parse_args(["pathlen", "--cpu", "EPYC-Milan", "--pti", "off",
+                                       "--long-samples", "2"])
+    assert (a.cpu, a.pti, a.long_samples) == ("EPYC-Milan", "off", 2)
+    assert cli.build_parser().parse_args(["pathlen"]).cpu == "max"
+    cmd = qemu.qemu_command("tcg", 1, "1G", "", "i", pathlen.paths.BUILD, cpu="EPYC-Milan")
+    assert cmd[cmd.index("-cpu") + 1] == "EPYC-Milan"
+    cmd = qemu.qemu_command("tcg", 1, "1G", "", "i", pathlen.paths.BUILD)
+    assert cmd[cmd.index("-cpu") + 1] == "max"
+
+
+def test_tcg_warnings_and_model_record():
+    err = ("qemu-system-x86_64: warning: TCG doesn't support requested feature: "
+           "CPUID.07H:EDX.spec-ctrl [bit 26]\n"
+           "qemu-system-x86_64: warning: TCG doesn't support requested feature: "
+           "CPUID.07H:EDX.spec-ctrl [bit 26]\n"
+           "qemu-system-x86_64: warning: TCG doesn't support requested feature: "
+           "CPUID.80000008H:EBX.amd-ssbd [bit 24]\n")
+    assert pathlen.tcg_warnings(err) == ["CPUID.07H:EDX.spec-ctrl [bit 26]",
+                                         "CPUID.80000008H:EBX.amd-ssbd [bit 24]"]
+    rec = pathlen.cpu_model_record("Skylake-Server-v4", [err, None])
+    assert rec["family"] == "skylake" and len(rec["tcg_missing"]) == 2
+    assert pathlen.cpu_model_record("max")["family"] is None
+
+
+def test_cost_families_and_estimate_arithmetic():
+    from kmltool import costs
+    assert [costs.family_of(m) for m in ("Skylake-Server-v4", "Cascadelake-Server",
+                                         "Icelake-Server-v2", "EPYC-Rome", "EPYC-Milan-v1",
+                                         "max", "EPYC-v3")] == [
+        "skylake", "skylake", "icelake", "zen2", "zen3", None, None]
+    cell = {"instructions": 300, "costly": [
+        {"kind": "CR3 write", "insn": "mov %rdi,%cr3"},
+        {"kind": "CR3 write", "insn": "mov %rdi,%cr3"},
+        {"kind": "SWAPGS", "insn": "swapgs"},
+        {"kind": "serializing", "insn": "cpuid"},
+        {"kind": "serializing", "insn": "lidt (%rax)"}]}
+    e = costs.estimate(cell, "skylake")
+    # 297 ordinary at CPI 1 + 2 x 200 (CR3, G) + 100 (CPUID, A)
+    assert (e["ordinary"], e["priced"], e["cycles"]) == (297, 3, 297 + 400 + 100)
+    assert e["unpriced"] == {"SWAPGS": 1, "serializing": 1}
+    assert e["sources"] == ["A", "G", "cpi"]
+    z = costs.estimate(cell, "zen3")        # CR3 only, from pti.rst; no CPUID figure
+    assert (z["cycles"], z["sources"]) == (298 + 200, ["P", "cpi"])
+    assert all(src in costs.SOURCES for f in costs.COSTS.values() for _, src, _ in f.values())
+
+
+def test_markdown_with_estimates(monkeypatch):
+    monkeypatch.setattr(pathlen, "GUEST_BINARY", None)
+    monkeypatch.setattr(pathlen, "VDSO_DBG", None)
+    d = combined()
+    d["cpu_model"] = pathlen.cpu_model_record("EPYC-Milan", [
+        "warning: TCG doesn't support requested feature: CPUID.80000008H:EBX.ibrs [bit 14]"])
+    d["estimates"] = pathlen.estimates(d)
+    md = report.pathlen_markdown(d)
+    assert "`-cpu EPYC-Milan` (cost family: Zen 3" in md
+    assert "TCG does not support CPUID.80000008H:EBX.ibrs [bit 14]" in md
+    assert "| est. cycles (off / on) |" in md and "| ~5 / ~5 |" in md
+    assert "Cycle estimates for Zen 3" in md and "ESTIMATES, not measurements" in md
+    assert "no spec-ctrl" in md
+    d["cpu_model"] = pathlen.cpu_model_record("max")
+    assert pathlen.estimates(d) is None
