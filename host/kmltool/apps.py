@@ -281,11 +281,13 @@ PRELUDE = ("mkdir -p /tmp/nginx " + WWW,
            f"kml-apptool mktree {MANIFEST_GUEST} {TREE} || exit 1",
            "echo 1 > /proc/sys/vm/overcommit_memory")
 # The Debian system starts Debian's redis-server and nginx at boot: stopped
-# first, the benchmark's own servers take their place (same ports); the
+# first, the benchmark's own servers take their place (same ports), each
+# started by systemd as a transient service (kml-modes: KML_SERVER_UNIT); the
 # trusted directory is made as an administrator makes it.  Its
 # /tmp is on the root file system, as Debian 12 has it: the tree goes on
 # a tmpfs, as in the guest (86,000 files; the image has fewer inodes).
 SYSTEM_PRELUDE = ("systemctl stop redis-server.service nginx.service",
+                  "export KML_SERVER_UNIT=1",
                   "install -d -o root -g root -m 755 /trusted",
                   f"mkdir -p {TREE} && mount -t tmpfs -o mode=755 tmpfs {TREE}") + PRELUDE
 

@@ -211,6 +211,7 @@ def test_bench_apps_has_one_debian_system_configuration():
         apps.PRELUDE
     assert any(f"tmpfs {apps.TREE}" in line for line in pre)
     assert any("install -d -o root -g root -m 755 /trusted" in line for line in pre)
+    assert "export KML_SERVER_UNIT=1" in pre      # servers started by systemd
 
 
 def test_bench_apps_debian_configuration_runs_on_its_own(capsys):
