@@ -30,6 +30,8 @@ and boots such a system:
   powers off: the serial ports and the verdict (qemu.Result: console
   problems, timeout, exit status) are those of every ./kml run.
 """
+import contextlib
+import fcntl
 import hashlib
 import os
 import shlex
@@ -40,7 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import initramfs, kbuild, package, paths, qemu
+from . import initramfs, kbuild, package, patches, paths, qemu
 from .paths import KmlError
 from .util import digest, run, say
 
@@ -205,12 +207,27 @@ def make_image(root, image, spare_mib=IMAGE_SPARE_MIB, label="kml-root"):
     return image
 
 
+@contextlib.contextmanager
+def _locked():
+    """One ./kml at a time builds or checks the images (two runs started
+    together would otherwise both rebuild debian-work)."""
+    DIR.mkdir(parents=True, exist_ok=True)
+    with open(DIR / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def prepare(deb):
     """The kernel image for image package deb: built from the base (built
     first if needed) unless its stamp matches."""
     deb = Path(deb)
     if not deb.is_file():
         raise KmlError(f"{deb}: no such kernel package")
+    with _locked():
+        return _prepare(deb)
+
+
+def _prepare(deb):
     key = image_key(build_base(), deb)
     stamp = DIR / "debian.stamp"
     if IMAGE.exists() and stamp_ok(stamp, key):
@@ -246,7 +263,6 @@ def current_deb(build=True):
     (./kml package's name for it); built with ./kml package's code when
     missing and build is true."""
     k = kbuild.kernel(package.DEFAULT_KERNEL)
-    from . import patches
     version = package.package_version(patches.base_version(), patches.series_digest(),
                                       len(patches.read_series()))
     release = k.release()
