@@ -262,6 +262,9 @@ def build_parser():
                    + ",".join(pathlen.OPS))
     p.add_argument("--samples", type=positive_int, metavar="N",
                    help=f"hits counted per operation (default {pathlen.DEFAULT_SAMPLES})")
+    p.add_argument("--long", action="store_true",
+                   help=f"also count the long rows ({', '.join(pathlen.LONG_OPS)}), which "
+                        "the default set leaves out (minutes per hit)")
     p.add_argument("--long-samples", type=positive_int, metavar="N",
                    default=pathlen.DEFAULT_LONG_SAMPLES,
                    help=f"hits counted of {' and '.join(pathlen.LONG_OPS)} (hundreds of "
@@ -636,6 +639,8 @@ def cmd_pathlen(a):
     pti=on, counted by a gdb hook (see pathlen.py): specs, boots, combine,
     render, save.  KML_NO_KERNEL_BUILD=1: the kernel as it is."""
     only = a.only.split(",") if a.only else (["getppid"] if a.quick else None)
+    if a.long:
+        only = list(dict.fromkeys((only or list(pathlen.DEFAULT_OPS)) + list(pathlen.LONG_OPS)))
     if only:
         pathlen.check_only(only)
     pathlen.check_append(a.append)

@@ -66,6 +66,9 @@ MAX_STEPS = 200000          # a path longer than this is an error (a stall)
 # stepping runs at about 1,000-2,000 instructions a second here.
 LONG_OPS = {"fork_exit": 1500000, "fork_exec": 4000000}
 DEFAULT_LONG_SAMPLES = 1
+# What ./kml pathlen counts without --only: all but the long rows (--long
+# adds them: about 250,000 and 600,000 instructions per hit to single-step)
+DEFAULT_OPS = tuple(o for o in OPS if o not in LONG_OPS)
 MAX_NULL_STEPS = 100        # steps in a row that execute nothing: an error
 STOP_TIMEOUT = 120          # seconds until a breakpoint must be hit
 MAX_DROPPED = 3             # samples longer than MAX_STEPS dropped, per operation
@@ -132,22 +135,34 @@ MODES = (*bench.MODES, GENERIC, KFUNC)
 
 
 def mode_ops(mode, only=None):
-    """The operations (of only, default OPS) counted in mode."""
-    return [o for o in (only or OPS) if mode in OP_MODES.get(o, (mode,))]
+    """The operations (of only, default DEFAULT_OPS) counted in mode."""
+    return [o for o in (only or DEFAULT_OPS) if mode in OP_MODES.get(o, (mode,))]
+
+
+LONG_RUN = "+long"      # the run of a mode's long rows: MODE+long-pti-P
+
+
+def mode_of(name):
+    """The mode of a run name (MODE-pti-P or MODE+long-pti-P)."""
+    return name.rsplit("-pti-", 1)[0].split("+", 1)[0]
 
 
 def specs(only=None, pti=PTI):
-    """One run per mode and pti value (one boot per pti); a mode none of
-    whose operations is counted there is left out."""
+    """One run per mode and pti value (one boot per pti), and one more for
+    its long rows (fork_exit, fork_exec): their process has none of the
+    fds the select rows open, which fork would copy and exit close; a mode
+    none of whose operations is counted there is left out."""
     out = []
     for p in pti:
         for m in MODES:
             ops = mode_ops(m.name, only)
-            if not ops:
-                continue
-            name = run_name(m, p)
-            out.append(replace(m, name=name, program=PROGRAM, append=f"pti={p}")
-                       .with_options("--only", ",".join(ops), "--label", name))
+            for part, suffix in (([o for o in ops if o not in LONG_OPS], ""),
+                                 ([o for o in ops if o in LONG_OPS], LONG_RUN)):
+                if not part:
+                    continue
+                name = f"{m.name}{suffix}-pti-{p}"
+                out.append(replace(m, name=name, program=PROGRAM, append=f"pti={p}")
+                           .with_options("--only", ",".join(part), "--label", name))
     return out
 
 
@@ -463,7 +478,9 @@ def pti_of(spec):
 
 def _record(spec, run, measured, status, why):
     """One run in the combined result."""
-    return {"name": spec.name, "mode": spec.name.rsplit("-pti-", 1)[0], "pti": pti_of(spec),
+    opts = list(spec.options)
+    ops = opts[opts.index("--only") + 1].split(",") if "--only" in opts else []
+    return {"name": spec.name, "mode": mode_of(spec.name), "pti": pti_of(spec), "ops": ops,
             "title": spec.title, "program": spec.path, "args": list(spec.args),
             "cpl": spec.cpl, "exit_status": run.exit if run else None, "status": status,
             "reason": why, "sstep": measured.get("sstep") if measured else None,
@@ -514,13 +531,14 @@ def rows(records, figures):
         for mode in modes:
             cells = {}
             for r in records:
-                if r["mode"] != mode:
+                if r["mode"] != mode or (r.get("ops") and op not in r["ops"]):
                     continue
                 f = figures.get(r["name"], {}).get(op)
                 cells[r["pti"]] = (cell(Status.OK, None, f) if f else
                                    cell(r["status"] if r["status"] != Status.OK
                                         else Status.NOT_RUN, r["reason"]))
-            out.append({"op": op, "mode": mode, "cells": cells})
+            if cells:
+                out.append({"op": op, "mode": mode, "cells": cells})
     return out
 
 

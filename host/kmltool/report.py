@@ -323,7 +323,10 @@ def costly_text(c):
 
 
 def _count(c, key="instructions"):
-    """A count cell: the number, min–max when the samples differ, or why not."""
+    """A count cell: the number, min–max when the samples differ, or why not
+    ("–" without a cell: that pti value was not booted, --pti)."""
+    if not c:
+        return "–"
     if c.get("status") != Status.OK:
         return cell(c, key)
     if key == "instructions" and c["min"] != c["max"]:

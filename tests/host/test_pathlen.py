@@ -290,8 +290,9 @@ def test_specs_options_and_parser():
                                                         "--json")
     assert s.args == ("--expect-mode", "kernel", "--path", "call")
     assert s.options == ("--only", "getppid", "--label", "kernel-call-pti-off")
-    assert pathlen.specs()[0].options == ("--only", ",".join(pathlen.OPS),
+    assert pathlen.specs()[0].options == ("--only", ",".join(pathlen.DEFAULT_OPS),
                                           "--label", "user-pti-off")
+    assert [s.name for s in pathlen.specs()] == [s.name for s in pathlen.specs(["getppid"])]
     pathlen.check_append("nokaslr")
     with pytest.raises(KmlError, match="spoil the comparison"):
         pathlen.check_append("quiet pti=auto")
@@ -305,10 +306,13 @@ def test_specs_options_and_parser():
 
 
 def test_specs_count_each_operation_in_its_modes():
-    default = {s.name: s.options[1] for s in pathlen.specs()}
+    default = {s.name: s.options[1] for s in pathlen.specs(pathlen.OPS)}
     bench_ops = ("stat,fstat,open_close,select_file_10,select_file_100,select_tcp_10,"
-                 "select_tcp_100,sig_install,sig_deliver,prot_fault,unix_rtt,fork_exit,"
-                 "fork_exec")
+                 "select_tcp_100,sig_install,sig_deliver,prot_fault,unix_rtt")
+    # the long rows in a process of their own (no select fds for fork to copy)
+    assert default["user+long-pti-on"] == default["kernel-call+long-pti-off"] == \
+        "fork_exit,fork_exec"
+    assert "kernel-kfunc+long-pti-on" not in default
     assert default["user-pti-on"] == ("getppid,read,write,futex_wake,pipe_rtt,xpipe_rtt,"
                                       "fault," + bench_ops)
     assert default["kernel-syscall-pti-off"] == default["user-pti-on"]
@@ -429,7 +433,7 @@ def short_trace(extra=0):
 
 
 def test_run_status():
-    spec = pathlen.specs()[6]       # kernel-syscall-pti-on
+    spec = next(s for s in pathlen.specs() if s.name == "kernel-syscall-pti-on")
     assert spec.name == "kernel-syscall-pti-on"
     ok = {"ready": None}
     assert pathlen.run_status(spec, fake_run(spec), ok) == (Status.OK, None)
@@ -604,7 +608,10 @@ def test_new_operations_and_their_modes():
         assert op in pathlen.OPS and pathlen.OP_MODES[op] == pathlen.SYSCALL_AND_CALL
     assert pathlen.OP_MODES["prot_fault"] == ("user", "kernel-syscall")
     names = [s.name for s in pathlen.specs(["fork_exec"], ("on",))]
-    assert names == ["user-pti-on", "kernel-syscall-pti-on", "kernel-call-pti-on"]
+    assert names == ["user+long-pti-on", "kernel-syscall+long-pti-on",
+                     "kernel-call+long-pti-on"]
+    assert pathlen.mode_of("kernel-call+long-pti-on") == "kernel-call"
+    assert pathlen.mode_of("kernel-syscall-generic-pti-off") == "kernel-syscall-generic"
 
 
 HELP = """Available CPUs:
@@ -629,7 +636,7 @@ def test_cpu_models_and_check_cpu():
         pathlen.check_cpu("Pentium9", models)
     a = cli.build_parser().parse_args(["pathlen", "--cpu", "EPYC-Milan", "--pti", "off",
                                        "--long-samples", "2"])
-    assert (a.cpu, a.pti, a.long_samples) == ("EPYC-Milan", "off", 2)
+    assert (a.cpu, a.pti, a.long_samples, a.long) == ("EPYC-Milan", "off", 2, False)
     assert cli.build_parser().parse_args(["pathlen"]).cpu == "max"
     cmd = qemu.qemu_command("tcg", 1, "1G", "", "i", pathlen.paths.BUILD, cpu="EPYC-Milan")
     assert cmd[cmd.index("-cpu") + 1] == "EPYC-Milan"
