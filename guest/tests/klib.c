@@ -532,7 +532,14 @@ TEST(kernelcall_may_sleep)
 	ASSERT_EQ(0, kml_kcall(NULL, f, 200));
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
-	EXPECT_LE(200, ms);
+	/*
+	 * msleep() counts jiffies; under an emulator on a loaded host the
+	 * ticks come late and are caught up several at a time, so by the
+	 * monotonic clock the sleep can end a few milliseconds early
+	 * (197 ms measured once).  Returning at once would take well
+	 * under a millisecond.
+	 */
+	EXPECT_LE(180, ms);
 	EXPECT_GE(10000, ms);
 }
 
