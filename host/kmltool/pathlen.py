@@ -256,6 +256,49 @@ def step_once(stub, thread, regs):
     raise StubError(f"no progress in {MAX_NULL_STEPS} steps at {regs['rip']:#x}")
 
 
+# A REP string instruction with more than REP_RUN iterations left (a page
+# cleared or copied: 4,096) is not single-stepped iteration by iteration:
+# it runs to its end at full speed (a breakpoint after it) and its
+# iterations are the difference of RCX.  Interrupts are not masked during
+# that run (a timer interrupt there is not counted, and could change what
+# follows: rare, and the samples show it).
+REP_RUN = 64
+_REP_OPCODES = frozenset([*range(0x6C, 0x70), *range(0xA4, 0xA8), *range(0xAA, 0xB0)])
+_PREFIXES = frozenset([0xF2, 0xF3, 0x66, 0x67, 0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65,
+                       *range(0x40, 0x50)])
+
+
+def rep_length(code):
+    """The length of a REP-prefixed string instruction (INS, OUTS, MOVS,
+    CMPS, STOS, LODS, SCAS) starting code, else None."""
+    i, rep = 0, False
+    while i < len(code) and code[i] in _PREFIXES:
+        rep = rep or code[i] in (0xF2, 0xF3)
+        i += 1
+    return i + 1 if rep and i < len(code) and code[i] in _REP_OPCODES else None
+
+
+def run_rep(stub, thread, regs, length):
+    """Let the REP instruction at regs' RIP run to its end: (the registers
+    after it, its iterations)."""
+    after = regs["rip"] + length
+    stub.set_break(after)
+    try:
+        stub.cont()
+        stop = stub.wait_stop(STOP_TIMEOUT)
+    finally:
+        stub.clear_break(after)
+    if stop.exited or stop.thread is None:
+        raise StubError(f"the VM stopped for another reason during a REP: {stop.text}")
+    if stop.thread != thread:
+        stub.select(thread)
+    new = stub.regs()
+    if new["rip"] != after or new["rsp"] != regs["rsp"]:
+        raise StubError(f"a REP at {regs['rip']:#x} did not end at {after:#x} "
+                        f"(stopped at {new['rip']:#x})")
+    return new, (regs["rcx"] - new["rcx"]) & 0xFFFFFFFFFFFFFFFF
+
+
 def max_steps(name):
     return LONG_OPS.get(name, MAX_STEPS)
 
@@ -285,6 +328,13 @@ def trace(stub, thread, regs, end, code, limit=None):
             except StubError:
                 pass
         steps.append(Step(rip, regs["rsp"], regs["rcx"]))
+        n = rep_length(code.get(rip, b"")) if regs["rcx"] > REP_RUN else None
+        if n:
+            # the steps single-stepping would have recorded: one per iteration
+            new, iters = run_rep(stub, thread, regs, n)
+            steps.extend(Step(rip, regs["rsp"], regs["rcx"] - k) for k in range(1, iters))
+            regs = new
+            continue
         regs, null = step_once(stub, thread, regs)
         nulls += null
     return steps, nulls
@@ -389,8 +439,11 @@ class Tracer:
                 return
             pos = m.end()
             ready = parse_ready(m.group(1))
-            self.say(f"counting {ready.label}: {len(ready.ops)} operation(s), "
-                     f"{self.skip} + {self.samples} hits each")
+            how = plan([o.name for o in ready.ops], self.samples, self.skip,
+                       self.long_samples)
+            self.say(f"counting {ready.label}: {len(ready.ops)} operation(s), hits "
+                     "dropped + counted: " + ", ".join(sorted({f"{a} + {b}" for a, b in
+                                                               how.values()})))
             self.results[ready.label] = {"ready": ready,
                                          **measure(watch.stub, ready, self.samples,
                                                    self.skip, self.progress,

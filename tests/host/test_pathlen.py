@@ -695,3 +695,40 @@ def test_markdown_with_estimates(monkeypatch):
     assert "no spec-ctrl" in md
     d["cpu_model"] = pathlen.cpu_model_record("max")
     assert pathlen.estimates(d) is None
+
+
+def test_a_long_rep_runs_to_its_end():
+    """rep stos with 4096 iterations left: a breakpoint after it, one
+    continue, the iterations from RCX; a short one is stepped."""
+    assert pathlen.rep_length(bytes.fromhex("f3aa")) == 2          # rep stos %al
+    assert pathlen.rep_length(bytes.fromhex("f348a5")) == 3        # rep movsq
+    assert pathlen.rep_length(bytes.fromhex("aa")) is None         # stos, no rep
+    assert pathlen.rep_length(bytes.fromhex("f390")) is None       # pause
+
+    class Stub(FakeStub):
+        breaks, conts = [], 0
+
+        def set_break(self, at):
+            self.breaks.append(at)
+
+        def clear_break(self, at):
+            self.breaks.remove(at)
+
+        def cont(self):
+            self.conts += 1
+            self.i += 1
+
+        def wait_stop(self, timeout):
+            return StopReply("T05thread:01;")
+    at, end = 0x5A402288, 0x5A40228A
+    states = [regs(at), regs(K, rcx=4096), regs(K + 2, rcx=0), regs(K + 3, rcx=3),
+              regs(K + 3, rcx=2), regs(K + 3, rcx=1), regs(K + 5), regs(end)]
+    stub = Stub(states, code=bytes.fromhex("f3aa"))
+    code = {}
+    steps, _ = pathlen.trace(stub, "01", stub.regs(), end, code)
+    assert stub.conts == 1 and stub.breaks == []
+    assert [s.rip for s in steps].count(K) == 4096
+    assert [s.rip for s in steps].count(K + 3) == 3        # rcx 3 <= REP_RUN: stepped
+    ex = insn.executions(steps, {K: "rep stos %al,%es:(%rdi)",
+                                 K + 3: "rep stos %al,%es:(%rdi)"})
+    assert [n for _, n in ex] == [1, 4096, 1, 3, 1]
