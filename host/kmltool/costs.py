@@ -127,5 +127,6 @@ def estimate(cell, family):
 
 def table(family):
     """[{kind, cycles, source, how}] of a family, for the report."""
-    return [{"kind": k, "cycles": c, "source": s, "how": how}
+    return [{"kind": "CPUID (serializing)" if k == "serializing:cpuid" else k,
+             "cycles": c, "source": s, "how": how}
             for k, (c, s, how) in COSTS.get(family, {}).items()]
