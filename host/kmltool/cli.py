@@ -179,8 +179,9 @@ def build_parser():
                        help="skip the file I/O part (kml-iobench on tmpfs and on an ext4 "
                             f"disk image of {bench.IO_DISK_MIB} MiB)")
         p.add_argument("--no-pathlen", action="store_true",
-                       help="skip the path length of getppid that leads the output "
-                            "(./kml pathlen --quick: two more boots, 1 vCPU)")
+                       help="skip the counted table that leads the output (the "
+                            "instructions of each latency row: one more boot, 1 vCPU, "
+                            "minutes of single stepping)")
         if name != "bench":
             continue
         p.add_argument("--apps", action="store_true",
@@ -274,6 +275,9 @@ def build_parser():
                         "Skylake-Server-v4 or EPYC-Milan: the guest kernel picks that "
                         "CPU's mitigations; the table adds cycle estimates for its family "
                         f"(default {pathlen.DEFAULT_CPU})")
+    p.add_argument("--mode", metavar="MODES",
+                   help="comma-separated modes to count in (default: all): "
+                        + ",".join(m.name for m in pathlen.MODES))
     p.add_argument("--pti", choices=("both", "off", "on"), default="both",
                    help="the boot(s): pti=off, pti=on or both (default both)")
     add_kernel_option(p, "count on")
@@ -430,7 +434,13 @@ TCG_NOTE = (
     "so the ratios between modes show the direction of a change, not its size on "
     "hardware.  "
     "The instruction counts above do not depend on the emulator: they are what a "
-    "CPU executes (docs/pathlen.md relates them to hardware costs).")
+    "CPU executes (docs/pathlen.md relates them to hardware costs).  Where a timing "
+    "below says kernel mode is slower although it counts fewer instructions, the "
+    "emulator is the cause: a kernel-mode process's pages share QEMU's software TLB "
+    "with the kernel's (a direct-mapped table that is not resized inside a loop), "
+    "its direct return ends two more of QEMU's translation blocks, and host "
+    "contention differs from mode to mode; docs/performance.md, 'Why the emulator "
+    "times some kernel-mode rows slower'.")
 
 
 def show_and_save(data, table, prefix="", what="results"):
@@ -455,7 +465,8 @@ def run_pathlen(a, only, samples, smp):
                             long_samples=getattr(a, "long_samples", None)
                             or pathlen.DEFAULT_LONG_SAMPLES)
     pti = {"off": ("off",), "on": ("on",)}.get(getattr(a, "pti", "both"), pathlen.PTI)
-    specs = pathlen.specs(only, pti)
+    modes = getattr(a, "mode", None)
+    specs = pathlen.specs(only, pti, modes.split(",") if modes else None)
     t = time.monotonic()
     out = guestrun.boot(specs, gdb=tracer, kernel=k, **dict(vm_options(a), smp=smp),
                         **({"cpu": cpu} if cpu != pathlen.DEFAULT_CPU else {}))
@@ -474,12 +485,20 @@ def run_pathlen(a, only, samples, smp):
     return pathlen.exit_status(data)
 
 
+# What the demo and ./kml bench count before their timings: getppid and
+# every row of the latency table that takes seconds per hit to step
+LEAD_OPS = ("getppid",) + tuple(o for o in pathlen.BENCH_OPS if o not in pathlen.LONG_OPS)
+
+
 def bench_pathlen(a):
-    """The demo's and ./kml bench's lead: getppid's path length.  0 or an
-    exit code."""
-    say("first the deterministic part: instructions per getppid, counted through "
-        "QEMU's gdb stub in a boot with pti=off and one with pti=on")
-    rc = run_pathlen(a, ["getppid"], 3, smp=1)
+    """The demo's and ./kml bench's lead: the instructions of every row of
+    the latency table (but the two fork rows, minutes per hit), one hit
+    each, pti=off.  0 or an exit code."""
+    say("first the deterministic part: the instructions of each row of the latency "
+        "table, counted through QEMU's gdb stub (pti=off, one hit each after one "
+        "dropped); fork+exit and fork+exec take minutes per hit: ./kml pathlen --long")
+    rc = run_pathlen(argparse.Namespace(**dict(vars(a), pti="off")), list(LEAD_OPS), 1,
+                     smp=1)
     if not rc:
         print("\n" + TCG_NOTE + "\n", flush=True)
     return rc
@@ -645,6 +664,8 @@ def cmd_pathlen(a):
         pathlen.check_only(only)
     pathlen.check_append(a.append)
     pathlen.check_cpu(a.cpu)
+    if a.mode:
+        pathlen.check_modes(a.mode.split(","))
     if os.environ.get("KML_NO_KERNEL_BUILD") == "1":
         initramfs.build_initramfs()
     else:

@@ -147,7 +147,7 @@ def mode_of(name):
     return name.rsplit("-pti-", 1)[0].split("+", 1)[0]
 
 
-def specs(only=None, pti=PTI):
+def specs(only=None, pti=PTI, modes=None):
     """One run per mode and pti value (one boot per pti), and one more for
     its long rows (fork_exit, fork_exec): their process has none of the
     fds the select rows open, which fork would copy and exit close; a mode
@@ -155,6 +155,8 @@ def specs(only=None, pti=PTI):
     out = []
     for p in pti:
         for m in MODES:
+            if modes and m.name not in modes:
+                continue
             ops = mode_ops(m.name, only)
             for part, suffix in (([o for o in ops if o not in LONG_OPS], ""),
                                  ([o for o in ops if o in LONG_OPS], LONG_RUN)):
@@ -164,6 +166,14 @@ def specs(only=None, pti=PTI):
                 out.append(replace(m, name=name, program=PROGRAM, append=f"pti={p}")
                            .with_options("--only", ",".join(part), "--label", name))
     return out
+
+
+def check_modes(modes):
+    names = [m.name for m in MODES]
+    bad = [m for m in modes if m not in names]
+    if bad or not modes:
+        raise KmlError(f"--mode: unknown mode(s) {', '.join(bad) or '(none)'}; "
+                       f"valid: {' '.join(names)}")
 
 
 def check_append(append):
@@ -374,6 +384,7 @@ def count(stub, ready, want, say=None, dropped=None):
             armed.add(at)
     while armed:
         op, thread, regs = hit(stub, by_at)
+        t0 = time.monotonic()
         try:
             traces[op.name].append(trace(stub, thread, regs, op.end, code,
                                          max_steps(op.name)))
@@ -386,7 +397,7 @@ def count(stub, ready, want, say=None, dropped=None):
             continue
         if say:
             say(f"  {ready.label}: {op.name} hit {len(traces[op.name])}/{wants[op.name]}: "
-                f"{len(traces[op.name][-1][0])} steps")
+                f"{len(traces[op.name][-1][0])} steps, {time.monotonic() - t0:.1f} s")
         if len(traces[op.name]) >= wants[op.name]:
             stub.clear_break(op.at)
             armed.discard(op.at)

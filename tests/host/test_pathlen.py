@@ -611,6 +611,11 @@ def test_new_operations_and_their_modes():
     assert names == ["user+long-pti-on", "kernel-syscall+long-pti-on",
                      "kernel-call+long-pti-on"]
     assert pathlen.mode_of("kernel-call+long-pti-on") == "kernel-call"
+    assert [s.name for s in pathlen.specs(["fork_exec"], ("off",), ["user"])] == [
+        "user+long-pti-off"]
+    pathlen.check_modes(["user", "kernel-call"])
+    with pytest.raises(KmlError, match="unknown mode"):
+        pathlen.check_modes(["kernel"])
     assert pathlen.mode_of("kernel-syscall-generic-pti-off") == "kernel-syscall-generic"
 
 
