@@ -264,6 +264,13 @@ class Stub:
     def regs(self):
         return unpack_regs(self.layout, self.request("g"))
 
+    def set_reg(self, name, value):
+        """Write one register of the selected vCPU (its number: its place
+        in the target description)."""
+        names = [n for n, _ in self.layout]
+        size = dict(self.layout)[name]
+        self.ok(f"P{names.index(name):x}={value.to_bytes(size, 'little').hex()}")
+
     def read(self, addr, size):
         return bytes.fromhex(self.request(f"m{addr:x},{size:x}"))
 

@@ -269,10 +269,13 @@ def step_once(stub, thread, regs):
 # A REP string instruction with more than REP_RUN iterations left (a page
 # cleared or copied: 4,096) is not single-stepped iteration by iteration:
 # it runs to its end at full speed (a breakpoint after it) and its
-# iterations are the difference of RCX.  Interrupts are not masked during
-# that run (a timer interrupt there is not counted, and could change what
-# follows: rare, and the samples show it).
+# iterations are the difference of RCX.  RFLAGS.IF is cleared for that run
+# and set again after it: QEMU's sstep flags mask interrupts and timers
+# only while stepping, and the timers that expired while the VM stood still
+# would otherwise interrupt the REP at once (a first version counted the
+# kworkers the timer interrupt woke).
 REP_RUN = 64
+IF = 0x200
 _REP_OPCODES = frozenset([*range(0x6C, 0x70), *range(0xA4, 0xA8), *range(0xAA, 0xB0)])
 _PREFIXES = frozenset([0xF2, 0xF3, 0x66, 0x67, 0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65,
                        *range(0x40, 0x50)])
@@ -292,6 +295,9 @@ def run_rep(stub, thread, regs, length):
     """Let the REP instruction at regs' RIP run to its end: (the registers
     after it, its iterations)."""
     after = regs["rip"] + length
+    masked = bool(regs.get("eflags", 0) & IF)
+    if masked:
+        stub.set_reg("eflags", regs["eflags"] & ~IF)
     stub.set_break(after)
     try:
         stub.cont()
@@ -303,6 +309,9 @@ def run_rep(stub, thread, regs, length):
     if stop.thread != thread:
         stub.select(thread)
     new = stub.regs()
+    if masked:
+        new["eflags"] |= IF
+        stub.set_reg("eflags", new["eflags"])
     if new["rip"] != after or new["rsp"] != regs["rsp"]:
         raise StubError(f"a REP at {regs['rip']:#x} did not end at {after:#x} "
                         f"(stopped at {new['rip']:#x})")

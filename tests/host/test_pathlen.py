@@ -711,7 +711,10 @@ def test_a_long_rep_runs_to_its_end():
     assert pathlen.rep_length(bytes.fromhex("f390")) is None       # pause
 
     class Stub(FakeStub):
-        breaks, conts = [], 0
+        breaks, conts, writes = [], 0, []
+
+        def set_reg(self, name, value):
+            self.writes.append((name, value))
 
         def set_break(self, at):
             self.breaks.append(at)
@@ -726,12 +729,16 @@ def test_a_long_rep_runs_to_its_end():
         def wait_stop(self, timeout):
             return StopReply("T05thread:01;")
     at, end = 0x5A402288, 0x5A40228A
-    states = [regs(at), regs(K, rcx=4096), regs(K + 2, rcx=0), regs(K + 3, rcx=3),
+    states = [regs(at), dict(regs(K, rcx=4096), eflags=0x246), dict(regs(K + 2, rcx=0),
+                                                                   eflags=0x46),
+              regs(K + 3, rcx=3),
               regs(K + 3, rcx=2), regs(K + 3, rcx=1), regs(K + 5), regs(end)]
     stub = Stub(states, code=bytes.fromhex("f3aa"))
     code = {}
     steps, _ = pathlen.trace(stub, "01", stub.regs(), end, code)
     assert stub.conts == 1 and stub.breaks == []
+    # interrupts off for the run, on again after it
+    assert stub.writes == [("eflags", 0x46), ("eflags", 0x246)]
     assert [s.rip for s in steps].count(K) == 4096
     assert [s.rip for s in steps].count(K + 3) == 3        # rcx 3 <= REP_RUN: stepped
     ex = insn.executions(steps, {K: "rep stos %al,%es:(%rdi)",
