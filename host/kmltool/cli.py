@@ -263,6 +263,10 @@ def build_parser():
                    + ",".join(pathlen.OPS))
     p.add_argument("--samples", type=positive_int, metavar="N",
                    help=f"hits counted per operation (default {pathlen.DEFAULT_SAMPLES})")
+    p.add_argument("--skip", type=int, choices=range(0, 10), metavar="N",
+                   default=pathlen.DEFAULT_SKIP,
+                   help=f"hits of each operation dropped before counting (default "
+                        f"{pathlen.DEFAULT_SKIP}; the long rows drop none)")
     p.add_argument("--long", action="store_true",
                    help=f"also count the long rows ({', '.join(pathlen.LONG_OPS)}), which "
                         "the default set leaves out (minutes per hit)")
@@ -459,7 +463,7 @@ def run_pathlen(a, only, samples, smp):
     k = kbuild.kernel(getattr(a, "kernel", None))
     cpu = getattr(a, "cpu", None) or pathlen.DEFAULT_CPU
     kernel, source = pathlen.kernel_symbols(k.vmlinux, say=say)
-    tracer = pathlen.Tracer(samples, say=say,
+    tracer = pathlen.Tracer(samples, skip=getattr(a, "skip", pathlen.DEFAULT_SKIP), say=say,
                             progress=say if os.environ.get("KML_PATHLEN_PROGRESS") == "1"
                             else None,
                             long_samples=getattr(a, "long_samples", None)
