@@ -72,11 +72,30 @@ class Result:
         return f"{msg}\nfull console log: {self.console_log}"
 
 
+def _owner_alive(rundir):
+    """Whether the ./kml process that made rundir (its name's third field)
+    still runs: its boots may still write there."""
+    try:
+        pid = int(rundir.name.split("-")[2])
+    except (IndexError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _new_rundir():
     paths.RUNS.mkdir(parents=True, exist_ok=True)
     old = sorted(p for p in paths.RUNS.iterdir() if p.is_dir())
+    # The oldest beyond KEEP_RUNS go, but not those of a ./kml still running
+    # (another command beside this one, or this one's earlier boots)
     for p in old[:max(0, len(old) - KEEP_RUNS)]:
-        shutil.rmtree(p, ignore_errors=True)
+        if not _owner_alive(p):
+            shutil.rmtree(p, ignore_errors=True)
     d = paths.RUNS / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**6:06d}"
     d.mkdir()
     return d

@@ -316,3 +316,22 @@ def test_stream_hides_the_time_marker():
     assert out.getvalue() == b"== a (user mode): /p\nx\n"
     assert guestrun.parse("# kml-begin a user /p\n# kml-time a bad\n# kml-end a user 0\n")[
         "a"].elapsed_ns is None
+
+
+def test_old_run_directories_of_a_running_kml_are_kept(tmp_path, monkeypatch):
+    """build/runs keeps the latest KEEP_RUNS, but never removes the run
+    directory of a ./kml that still runs (another command beside this
+    one): its boot would lose its logs."""
+    import os
+    from kmltool import paths, qemu
+    monkeypatch.setattr(paths, "RUNS", tmp_path)
+    monkeypatch.setattr(qemu, "KEEP_RUNS", 2)
+    dead = 2 ** 22 + 12345          # above pid_max's default: no such process
+    mine = tmp_path / f"20260101-000000-{os.getpid()}-000001"
+    gone = tmp_path / f"20260101-000001-{dead}-000002"
+    mine.mkdir()
+    gone.mkdir()
+    for i in range(2):
+        (tmp_path / f"20260101-00001{i}-{dead}-00000{i}").mkdir()
+    new = qemu._new_rundir()
+    assert mine.exists() and not gone.exists() and new.exists()
