@@ -22,6 +22,15 @@ PROBLEMS = [
 PLAIN = [
     # fs/namespace.c warn_mandlock(): mount(2) with MS_MANDLOCK (trinity)
     re.compile(r"^WARNING: The mand mount option has been deprecated and$"),
+    # arch/x86/kernel/cpu/bugs.c, the mitigation chosen for the CPU model
+    # (./kml pathlen --cpu: a virtual Skylake without IBRS, a virtual Zen 3
+    # without the IBPB microcode)
+    re.compile(r"^RETBleed: WARNING: Spectre v2 mitigation leaves CPU vulnerable to "
+               r"RETBleed attacks, data leaks possible!$"),
+    re.compile(r"^RETBleed: WARNING: CPU does not support IBPB\.$"),
+    re.compile(r"^Speculative Return Stack Overflow: WARNING: See "
+               r"https://kernel\.org/doc/html/latest/admin-guide/hw-vuln/srso\.html for "
+               r"mitigation options\.$"),
 ]
 
 
