@@ -584,6 +584,7 @@ def test_count_clears_a_done_operation_and_counts_long_rows_apart():
     assert pathlen.plan(["getppid", "fork_exit", "fork_exec"], 5, 1, 2) == {
         "getppid": (1, 5), "fork_exit": (0, 2), "fork_exec": (0, 2)}
     assert pathlen.max_steps("fork_exec") > pathlen.max_steps("getppid") == pathlen.MAX_STEPS
+    assert pathlen.plan(["getppid", "fault"], 1, 0) == {"getppid": (0, 1), "fault": (1, 1)}
 
 
 def test_trace_reads_an_unreadable_instruction_again_later():
