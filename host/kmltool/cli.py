@@ -478,7 +478,10 @@ def run_pathlen(a, only, samples, smp):
         say(f"pathlen FAILED: {out.failed.failure}")
         return out.failed.code
     data = pathlen.combine(specs, out.runs, tracer, kernel, vdso=pathlen.vdso_dbg(k))
-    data["kernel_symbols"] = source
+    # relative to the checkout: saved results go into docs/perf-data/
+    data["kernel_symbols"] = (os.path.relpath(source, paths.ROOT)
+                              if source and source.startswith(str(paths.ROOT) + os.sep)
+                              else source)
     data["kernel"] = {"name": k.name, "release": k.release()}
     data["cpu_model"] = pathlen.cpu_model_record(
         cpu, [b.result.qemu_error for b in out.boots if b.result is not None])

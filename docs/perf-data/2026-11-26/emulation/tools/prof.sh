@@ -8,6 +8,6 @@ mp=$!
 km=(); [ $mode = kernel ] && km=(--kernel-mode)
 export PATH=/tmp/emu/bin:$PATH
 [ -n "$perf" ] && export KMLQ_PERF=$d/perf.data
-cd /work/main && timeout 300 ./kml run --accel tcg --smp $smp "${km[@]}" -- /usr/bin/kml-bench --only $row --runs $runs --run-ms $runms --expect-mode $mode -v 2>&1 | python3 /tmp/emu/ts.py > $d/out.txt
+cd "$(git rev-parse --show-toplevel)" && timeout 300 ./kml run --accel tcg --smp $smp "${km[@]}" -- /usr/bin/kml-bench --only $row --runs $runs --run-ms $runms --expect-mode $mode -v 2>&1 | python3 /tmp/emu/ts.py > $d/out.txt
 wait $mp
 grep -E "^[0-9.]+ \| [A-Z]" $d/out.txt | grep -v "n/a" | head -5
