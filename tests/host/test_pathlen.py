@@ -745,3 +745,16 @@ def test_a_long_rep_runs_to_its_end():
     ex = insn.executions(steps, {K: "rep stos %al,%es:(%rdi)",
                                  K + 3: "rep stos %al,%es:(%rdi)"})
     assert [n for _, n in ex] == [1, 4096, 1, 3, 1]
+
+
+def test_cpu_model_warnings_are_no_console_problems():
+    """bugs.c's plain messages for a model's mitigations (--cpu) do not
+    fail the boot; a real splat still does."""
+    from kmltool import console
+    log = ("[    0.1] RETBleed: WARNING: Spectre v2 mitigation leaves CPU vulnerable to "
+           "RETBleed attacks, data leaks possible!\n"
+           "[    0.1] Speculative Return Stack Overflow: WARNING: See "
+           "https://kernel.org/doc/html/latest/admin-guide/hw-vuln/srso.html for mitigation "
+           "options.\n"
+           "[    0.2] WARNING: CPU: 0 PID: 1 at kernel/foo.c:1 bar+0x0/0x10\n")
+    assert [k for k, _, _ in console.problems(log)] == ["WARNING"]
