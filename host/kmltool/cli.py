@@ -253,9 +253,11 @@ def build_parser():
 
     text = ("instructions per system call (getppid, read, write, futex wake, pipe round "
             "trip), per pipe round trip with a process of the other mode (context switches "
-            "across modes) and per first-touch page fault, in the three modes of bench, "
+            "across modes), per first-touch page fault and per row of kml-bench's latency "
+            "table (stat, fstat, open+close, select, signals, protection fault, AF_UNIX "
+            "round trip; fork+exit and fork+exec with --long), in the three modes of bench, "
             "with pti=off and pti=on, counted by single-stepping through QEMU's gdb stub, "
-            "with the costly instructions met")
+            "with the costly instructions met; --cpu MODEL adds cycle estimates")
     p = sub.add_parser("pathlen", help=text, description=text + ".")
     add_vm_options(p, 1800, smp=1)    # one vCPU: nothing else runs while it is stepped
     p.add_argument("--quick", action="store_true", help="getppid only, 3 samples")
