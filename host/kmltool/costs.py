@@ -34,9 +34,9 @@ _MODEL_FAMILY = (
 
 SOURCES = {
     "cpi": "assumption of this tool: 1 cycle per instruction for every instruction "
-           "without a figure below (no per-path source; Garloff's getppid figures (G) "
-           "imply about 0.5 cycles per instruction for the unmitigated entry path on "
-           "Skylake-SP, so CPI 1 overstates simple paths)",
+           "without a published figure (no per-path source; Garloff's getppid of 120 "
+           "cycles without PTI on Skylake-SP implies about 0.5 cycles per instruction "
+           "for the unmitigated entry path, so CPI 1 overstates simple paths)",
     "G": "Kurt Garloff, 2018, getppid in cycles on a Skylake-SP KVM guest: 120 without "
          "PTI, 520 with PTI and PCID, 1150 with PTI without PCID; 2380-3100 with IBRS "
          "in the kernel (as summarised in the project's shared/reference.md, "

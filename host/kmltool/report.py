@@ -307,7 +307,8 @@ def kstack_markdown(d):
 
 # ---- ./kml pathlen ---------------------------------------------------
 
-PATHLEN_VULNS = ("meltdown", "spectre_v2", "retbleed", "spec_rstack_overflow", "mds")
+PATHLEN_VULNS = ("meltdown", "spectre_v2", "retbleed", "spec_rstack_overflow", "mds",
+                 "mmio_stale_data", "tsa")
 
 
 def _times(items):
