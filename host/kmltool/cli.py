@@ -474,7 +474,10 @@ def run_pathlen(a, only, samples, smp):
     modes = getattr(a, "mode", None)
     specs = pathlen.specs(only, pti, modes.split(",") if modes else None)
     t = time.monotonic()
-    out = guestrun.boot(specs, gdb=tracer, kernel=k, **dict(vm_options(a), smp=smp),
+    vm = dict(vm_options(a), smp=smp)
+    if any(o in pathlen.LONG_OPS for o in (only or ())):
+        vm["append"] = f"{vm.get('append') or ''} {pathlen.LONG_APPEND}".strip()
+    out = guestrun.boot(specs, gdb=tracer, kernel=k, **vm,
                         **({"cpu": cpu} if cpu != pathlen.DEFAULT_CPU else {}))
     if out.failed:
         say(f"pathlen FAILED: {out.failed.failure}")
