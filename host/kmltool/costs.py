@@ -64,7 +64,7 @@ COSTS = {
     },
     "icelake": {
         "CR3 write": (100, "P", "order of magnitude, not per family"),
-        **_INTEL_COMMON,
+        "serializing:cpuid": _INTEL_COMMON["serializing:cpuid"],
     },
     "zen2": {
         "CR3 write": (100, "P", "order of magnitude, not per family"),
