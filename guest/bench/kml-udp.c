@@ -9,11 +9,10 @@
  *
  *   sendto()        the C library's sendto() (the `syscall` instruction,
  *                   which for a kernel-mode process is the fast path)
- *   sendto() call   sendto through libkml's call path (kml_syscall6()),
- *                   the way kml_kernelcall() enters the kernel too
+ *   sendto() call   sendto through libkml's call path (kml_syscall6())
  *   kernel_sendmsg() the socket is resolved once with sockfd_lookup(); each
  *                   datagram is one call of kernel_sendmsg() through a
- *                   handle (kml_kfcall()) with a struct msghdr and a
+ *                   handle (kml_kfunc_call()) with a struct msghdr and a
  *                   struct kvec laid out from the kernel's BTF; the
  *                   reference is dropped at the end with fput(sock->file)
  *                   (sockfd_put() is inline)
@@ -364,7 +363,7 @@ static int kfopen(const char *name)
 	int h = kml_kfunc_open(name);
 
 	if (h < 0)
-		die(3, "kml_kfunc_open(%s): %s", name, kml_kcall_strerror(h));
+		die(3, "kml_kfunc_open(%s): %s", name, kml_kfunc_strerror(h));
 	return h;
 }
 
@@ -372,10 +371,10 @@ static int kfopen(const char *name)
 static void kf(const char *what, int e)
 {
 	if (e)
-		die(3, "kernel call of %s: %s", what, kml_kcall_strerror(e));
+		die(3, "kernel call of %s: %s", what, kml_kfunc_strerror(e));
 }
 #define KF(name, h, ...) ({ unsigned long r_ = 0; \
-	kf(name, kml_kfcall(h, &r_, ##__VA_ARGS__)); r_; })
+	kf(name, kml_kfunc_call(h, &r_, ##__VA_ARGS__)); r_; })
 
 static uint16_t ip_checksum(const void *p, size_t n)
 {
@@ -506,9 +505,9 @@ static void kernel_setup(void)
 	put(kmsg, L.msg_namelen, &namelen, sizeof(namelen));
 
 	/* struct socket *sockfd_lookup(int fd, int *err): takes a reference */
-	e = kml_kfcall(h_sockfd_lookup, &r, fd, &err);
+	e = kml_kfunc_call(h_sockfd_lookup, &r, fd, &err);
 	if (e)
-		die(3, "kernel call of sockfd_lookup: %s", kml_kcall_strerror(e));
+		die(3, "kernel call of sockfd_lookup: %s", kml_kfunc_strerror(e));
 	if (!r)
 		die(3, "sockfd_lookup(%d): %s", fd, strerror(-err));
 	ksock = r;
@@ -557,7 +556,7 @@ static long driver_send(const unsigned char *d)
 	return (int)KF("__dev_queue_xmit", h_xmit, skb, 0);
 }
 
-/* Drop the reference of sockfd_lookup(): 0 or a kml_kcall() error. */
+/* Drop the reference of sockfd_lookup(): 0 or a kml_kfunc_call() error. */
 static int kernel_release(void)
 {
 	unsigned long file;
@@ -567,7 +566,7 @@ static int kernel_release(void)
 	/* sockfd_put(sock) = fput(sock->file); the process reads sock->file */
 	file = *(volatile unsigned long *)(ksock + (unsigned long)L.sock_file);
 	ksock = 0;
-	return kml_kfcall(h_fput, NULL, file);
+	return kml_kfunc_call(h_fput, NULL, file);
 }
 
 /* at exit after an error */
@@ -577,7 +576,7 @@ static void release_at_exit(void)
 
 	if (e)
 		fprintf(stderr, "kml-udp: kernel call of fput: %s\n",
-			kml_kcall_strerror(e));
+			kml_kfunc_strerror(e));
 }
 
 static void send_one(int way)
@@ -612,10 +611,10 @@ static void send_one(int way)
 		put(kvec, L.iov_base, &d, sizeof(d));
 		put(kvec, L.iov_len, &dsize, sizeof(dsize));
 		/* int kernel_sendmsg(sock, msg, vec, num, len) */
-		e = kml_kfcall(h_kernel_sendmsg, &r, ksock, kmsg, kvec, 1, dsize);
+		e = kml_kfunc_call(h_kernel_sendmsg, &r, ksock, kmsg, kvec, 1, dsize);
 		if (e)
 			die(3, "kernel call of kernel_sendmsg: %s",
-			    kml_kcall_strerror(e));
+			    kml_kfunc_strerror(e));
 		n = (int)r;
 		break;
 	case W_DRIVER:
@@ -704,38 +703,28 @@ static const char *emulated(void)
 }
 
 /*
- * Median ns of one call of jiffies_to_msecs() through arch_prctl
- * (kml_kcall()) and through a handle (kml_kfcall()), and of one getppid()
- * through the call path.
+ * Median ns of one call of jiffies_to_msecs() through a handle
+ * (kml_kfunc_call()), and of one getppid() through the call path.
  */
-static void call_costs(double *kcall, double *kfcall, double *sys)
+static void call_costs(double *kfunc, double *sys)
 {
 	enum { N = 2000 };
-	static uint64_t a[N], b[N], c[N];
-	void *f = kml_kfunc("jiffies_to_msecs");
+	static uint64_t b[N], c[N];
 	int i;
 
-	if (!f)
-		die(3, "%s", kml_klib_error());
 	for (i = 0; i < N; i++) {
 		uint64_t t0 = now_ns();
 
-		if (kml_kcall(NULL, f, 1000))
-			die(3, "kernel call of jiffies_to_msecs failed");
-		a[i] = now_ns() - t0;
-		t0 = now_ns();
-		if (kml_kfcall(h_j2ms, NULL, 1000))
+		if (kml_kfunc_call(h_j2ms, NULL, 1000))
 			die(3, "kernel call of jiffies_to_msecs failed");
 		b[i] = now_ns() - t0;
 		t0 = now_ns();
 		kml_syscall0(SYS_getppid);
 		c[i] = now_ns() - t0;
 	}
-	qsort(a, N, sizeof(a[0]), cmp_u64);
 	qsort(b, N, sizeof(b[0]), cmp_u64);
 	qsort(c, N, sizeof(c[0]), cmp_u64);
-	*kcall = (double)a[N / 2];
-	*kfcall = (double)b[N / 2];
+	*kfunc = (double)b[N / 2];
 	*sys = (double)c[N / 2];
 }
 
@@ -769,7 +758,7 @@ struct measured {
 	uint64_t *t[NWAYS];	/* ns of each run, sorted */
 	uint64_t med[NWAYS], lo[NWAYS], hi[NWAYS];
 	uint64_t count[NWAYS], stream_ns[NWAYS];	/* the longer run */
-	double pps[NWAYS], kcall_ns, kfcall_ns, sys_ns;
+	double pps[NWAYS], kfunc_ns, sys_ns;
 };
 
 /* The options into cfg (and dsize, corrupt_seq, drop_seq); 2 on errors. */
@@ -902,7 +891,7 @@ static void measure(const struct config *cfg, struct measured *m)
 		m->lo[w] = m->t[w][0];
 		m->hi[w] = m->t[w][cfg->runs - 1];
 	}
-	call_costs(&m->kcall_ns, &m->kfcall_ns, &m->sys_ns);
+	call_costs(&m->kfunc_ns, &m->sys_ns);
 }
 
 /*
@@ -916,7 +905,7 @@ static int stop(pid_t child)
 	wait_in_flight(0);
 	err = kernel_release();
 	if (err)
-		die(3, "kernel call of fput: %s", kml_kcall_strerror(err));
+		die(3, "kernel call of fput: %s", kml_kfunc_strerror(err));
 	for (w = 0; w < NWAYS; w++)
 		sh->sent[w] = seq[w];
 	__atomic_store_n(&sh->done, 1, __ATOMIC_RELEASE);
@@ -941,12 +930,12 @@ static int report(const struct config *cfg, const struct measured *m,
 	       SLICES, emu ? "; " : "", emu ? emu : "");
 	printf("ways: sendto() = the C library's sendto(); sendto() call path "
 	       "= sendto through libkml's call path;\n"
-	       "      kernel_sendmsg() = one kml_kfcall(kernel_sendmsg) per "
+	       "      kernel_sendmsg() = one kml_kfunc_call(kernel_sendmsg) per "
 	       "datagram on the socket from sockfd_lookup(), fput(sock->file) "
 	       "at the end;\n"
 	       "      driver = __alloc_skb(), skb_put(), headers and payload "
 	       "written by this process, __dev_queue_xmit() to \"%s\" "
-	       "(kml_kfcall() each)\n", LOOPBACK_DEV);
+	       "(kml_kfunc_call() each)\n", LOOPBACK_DEV);
 	printf("BTF layouts: struct msghdr %ld bytes (msg_name@%ld, "
 	       "msg_namelen@%ld, msg_flags@%ld), struct kvec %ld bytes "
 	       "(iov_base@%ld, iov_len@%ld), socket.file@%ld, sk_buff.dev@%ld, "
@@ -983,10 +972,9 @@ static int report(const struct config *cfg, const struct measured *m,
 		       (unsigned long long)(m->med[w] / (uint64_t)cfg->per_run),
 		       m->pps[w], (unsigned long long)m->count[w],
 		       m->pps[w] / m->pps[W_SENDTO]);
-	printf("\none call of jiffies_to_msecs(): %.0f ns through "
-	       "arch_prctl(ARCH_KML_KERNELCALL), %.0f ns through a handle; one "
-	       "getppid() through the call path: %.0f ns (medians of 2000)\n",
-	       m->kcall_ns, m->kfcall_ns, m->sys_ns);
+	printf("\none call of jiffies_to_msecs() through a handle: %.0f ns; "
+	       "one getppid() through the call path: %.0f ns (medians of "
+	       "2000)\n", m->kfunc_ns, m->sys_ns);
 
 	printf("receiver: ");
 	for (w = 0; w < NWAYS; w++)

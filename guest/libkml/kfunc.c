@@ -4,11 +4,12 @@
  *
  * arch_prctl(ARCH_KML_KFUNC_OPEN, name) validates a kernel function once
  * (one symbol of that name, the entry of a C function in the core kernel
- * text, at most six parameters) and returns a handle; kml_kfcall6()
- * (kfcall.S) then calls it through the vDSO's __vdso_kml_kcall, which
+ * text, at most six parameters) and returns a handle; kml_kfunc_call6()
+ * (kfunc_call.S) then calls it through the vDSO's __vdso_kml_kcall, which
  * enters the kernel without a system call.
  */
 #include <errno.h>
+#include <string.h>
 #include <sys/syscall.h>
 
 #include "kml.h"
@@ -19,7 +20,7 @@
 #define KML_KCALL_VERSION	"LINUX_2.6"
 
 /* Address of __vdso_kml_kcall; 0: not looked up yet, 1: none */
-__attribute__((visibility("hidden"))) unsigned long kml__kcall;
+KML__HIDDEN unsigned long kml__kcall;
 
 static unsigned long kml_kcall_entry(void)
 {
@@ -50,13 +51,51 @@ int kml_kfunc_open(const char *name)
 	return (int)r;
 }
 
-/* kml_kfcall6() before the vDSO function was looked up, or without one */
-__attribute__((visibility("hidden")))
-int kml__kfcall_slow(int h, unsigned long *ret, unsigned long a1,
-		     unsigned long a2, unsigned long a3, unsigned long a4,
-		     unsigned long a5, unsigned long a6)
+/* kml_kfunc_call6() before the vDSO function was looked up, or without one */
+KML__HIDDEN
+int kml__kfunc_call_slow(int h, unsigned long *ret, unsigned long a1,
+			 unsigned long a2, unsigned long a3, unsigned long a4,
+			 unsigned long a5, unsigned long a6)
 {
 	if (kml_kcall_entry() == 1)
 		return kml_kernel_mode() ? -ENOSYS : -EPERM;
-	return kml_kfcall6(h, ret, a1, a2, a3, a4, a5, a6);
+	return kml_kfunc_call6(h, ret, a1, a2, a3, a4, a5, a6);
+}
+
+const char *kml_kfunc_strerror(int err)
+{
+	if (err < 0)
+		err = -err;
+	switch (err) {
+	case 0:
+		return "success";
+	case EPERM:
+		return "refused: the caller is not a kernel-mode process "
+		       "(run it from /trusted, as root)";
+	case ENOENT:
+		return "no kernel symbol of that name";
+	case ENOTUNIQ:
+		return "several kernel symbols of that name: ambiguous";
+	case EINVAL:
+		return "refused: not the entry of a C function in the core "
+		       "kernel text outside the entry code (data, an assembly "
+		       "entry point, noinstr or init text, a module), or the "
+		       "kernel has no ARCH_KML_KFUNC_OPEN";
+	case E2BIG:
+		return "the function has more than six parameters";
+	case ENOSPC:
+		return "this process has opened the most handles it may";
+	case EOPNOTSUPP:
+		return "this kernel has no BTF to check functions against";
+	case ENAMETOOLONG:
+		return "the name is longer than any kernel symbol's";
+	case EFAULT:
+		return "the name could not be read";
+	case EBADF:
+		return "no such handle in this process";
+	case ENOSYS:
+		return "this kernel has no __vdso_kml_kcall";
+	default:
+		return strerror(err);
+	}
 }

@@ -5,28 +5,35 @@
  *
  * A program that runs from /trusted at CPL 0 on a kml kernel runs on the
  * kernel page tables with SMAP/SMEP off: it can read kernel memory with
- * ordinary loads, and arch_prctl(ARCH_KML_KERNELCALL) lets it call a
- * kernel function.  This header offers
+ * ordinary loads, and call kernel functions through handles: the kernel
+ * validates a function once, by name (arch_prctl(ARCH_KML_KFUNC_OPEN)),
+ * and the vDSO's __vdso_kml_kcall calls it without a system call.  This
+ * header offers
  *
- *   kml_kcall(), kml_kernelcall()   call a kernel function (0..6 integer or
- *                                   pointer arguments) and get its value
+ *   kml_kfunc_open()                a handle to a kernel function, by name
+ *   kml_kfunc_call(), _call6()      call it (0..6 integer or pointer
+ *                                   arguments) and get its value
  *   kml_kread()                     read kernel memory without faulting
- *   kml_ksym(), kml_kfunc()         kernel symbols by name (/proc/kallsyms)
+ *   kml_ksym(), kml_ksym_lookup()   kernel symbols by name (/proc/kallsyms)
  *   kml_btf_sizeof(), _offsetof()   struct layouts from the kernel's BTF
  *                                   (/sys/kernel/btf/vmlinux, via libbpf)
  *
- * Safety contract of a kernel call (the kernel checks the first two):
- *   - the caller must be a kernel-mode process, else -EPERM;
- *   - the target must be the entry (offset 0) of a function in the core
- *     kernel text, else -EINVAL (data, the middle of a function, init
- *     text freed after boot, user or non-canonical addresses);
- *   - everything else is the caller's responsibility, exactly as for
- *     kernel code: the function must be callable from a system call
- *     (process context, may sleep, no locks held), the arguments must be
- *     what it expects, and memory of this process passed to it must be
- *     present (touched and better mlock()ed) -- kernel code does not
- *     expect a fault on it.  A fault inside the called function is a
- *     kernel oops, not a signal to this process.
+ * Safety contract of a kernel call.  The kernel checks, when a function
+ * is opened, that
+ *   - the caller is a kernel-mode process, else -EPERM (calls through a
+ *     handle are refused at CPL 3 too);
+ *   - the name is exactly one symbol of the core kernel (-ENOENT,
+ *     -ENOTUNIQ), the entry of a C function (it has a BTF description)
+ *     in the kernel text outside the entry and noinstr code, not init
+ *     text, else -EINVAL (data, assembly entry points, modules);
+ *   - the function has at most six parameters, else -E2BIG.
+ * Nothing else is checked: that is the caller's responsibility, exactly
+ * as for kernel code.  The function must be callable from a system call
+ * (process context, may sleep, no locks held), the arguments must be
+ * what it expects, and memory of this process passed to it must be
+ * present (touched and better mlock()ed) -- kernel code does not expect
+ * a fault on it.  A fault inside the called function is a kernel oops,
+ * not a signal to this process.
  *
  * The return value is the function's raw 64-bit RAX.  For a function that
  * returns a narrower type only the low bits are defined: cast the value to
@@ -34,11 +41,12 @@
  *
  * Errors: the lookups (kallsyms, BTF) and kml_kread() return NULL or a
  * negative errno value, set errno, and leave a message naming what was
- * missing or refused in kml_klib_error() (per thread).  kml_kcall6()
- * returns -errno and touches neither; kml_kcall_strerror() explains it.
+ * missing or refused in kml_klib_error() (per thread).  kml_kfunc_open()
+ * and kml_kfunc_call6() return -errno and touch neither;
+ * kml_kfunc_strerror() explains it.
  *
- * Linking: libkml.a.  The kernel call, kml_kread() and the kallsyms parser
- * need only the C library; the BTF functions need libbpf:
+ * Linking: libkml.a.  The kernel calls, kml_kread() and the kallsyms
+ * parser need only the C library; the BTF functions need libbpf:
  *   cc -static prog.c libkml.a -lbpf -lelf -lz
  * A program that uses no kml_btf_*() function links without libbpf.
  */
@@ -52,63 +60,15 @@
 extern "C" {
 #endif
 
-/* arch_prctl code and argument block (the kernel's uapi asm/kml.h) */
-#ifndef ARCH_KML_KERNELCALL
-#define ARCH_KML_KERNELCALL	0x6001
-#endif
+/* arch_prctl code (the kernel's uapi asm/prctl.h) and table size (asm/kml.h) */
 #ifndef ARCH_KML_KFUNC_OPEN
-#define ARCH_KML_KFUNC_OPEN	0x6002
+#define ARCH_KML_KFUNC_OPEN	0x6001
 #endif
 #ifndef KML_KFUNC_MAX
 #define KML_KFUNC_MAX		64	/* handles per process */
 #endif
 
-/* Same layout as the kernel's struct kml_kernelcall. */
-struct kml_kcall_block {
-	uint64_t fn;		/* entry of a function in kernel text */
-	uint64_t args[6];	/* its integer or pointer arguments */
-	uint64_t ret;		/* out: its return value (raw RAX) */
-};
-
-/* ---- calling kernel functions -------------------------------------- */
-
-/*
- * Call the kernel function at fn with six arguments.  Returns 0 and
- * stores the function's return value in *ret (if ret is not NULL), or
- * returns -EPERM (caller not in kernel mode), -EINVAL (fn is not the
- * entry of a core kernel function, or the kernel has no
- * ARCH_KML_KERNELCALL), -EFAULT (the argument block could not be read or
- * the result not stored: in the latter case the function DID run).
- * Never touches errno; the result and the error cannot be confused.
- */
-int kml_kcall6(unsigned long *ret, const void *fn, unsigned long a1,
-	       unsigned long a2, unsigned long a3, unsigned long a4,
-	       unsigned long a5, unsigned long a6);
-
-/*
- * The same, returning the function's value directly: on success errno is
- * set to 0; on a refusal the result is -1 and errno is EPERM, EINVAL or
- * EFAULT.  (-1 can also be a function's value: check errno.)
- */
-long kml_kernelcall6(const void *fn, unsigned long a1, unsigned long a2,
-		     unsigned long a3, unsigned long a4, unsigned long a5,
-		     unsigned long a6);
-
-/*
- * Variadic front ends for 0..6 arguments, each converted to unsigned long
- * (integers and pointers; more than six arguments is a compile error):
- *
- *	unsigned long n;
- *	int err = kml_kcall(&n, kml_kfunc("strlen"), buf);
- *	unsigned int ms = (unsigned int)kml_kernelcall(
- *				kml_kfunc("jiffies_to_msecs"), 1000);
- */
-#define kml_kcall(ret, fn, ...) \
-	KML__CAT(KML__KC, KML__NARGS(__VA_ARGS__))(ret, fn, ##__VA_ARGS__)
-#define kml_kernelcall(fn, ...) \
-	KML__CAT(KML__KE, KML__NARGS(__VA_ARGS__))(fn, ##__VA_ARGS__)
-
-/* ---- handles: validate once, call at function-call cost ----------- */
+/* ---- calling kernel functions: handles ------------------------------ */
 
 /*
  * Open the kernel function called name: the kernel checks once that it
@@ -116,12 +76,13 @@ long kml_kernelcall6(const void *fn, unsigned long a1, unsigned long a2,
  * kernel text outside the entry code, with at most six parameters, and
  * returns a handle (>= 0), the same one for the same function.  Handles
  * belong to the process: threads share them, fork copies them, execve
- * drops them; at most KML_KFUNC_MAX.  Errors: -EPERM (not in kernel
- * mode), -ENOENT (no such symbol), -ENOTUNIQ (several symbols of that
- * name), -EINVAL (not a callable C function: data, an assembly entry
- * point, entry or noinstr code, init text, a module), -E2BIG (more than
- * six parameters), -ENOSPC (table full), -EOPNOTSUPP (kernel without
- * BTF), -ENAMETOOLONG, -EFAULT.
+ * drops them; they are never closed; at most KML_KFUNC_MAX (kml_kread()
+ * uses one).  Errors: -EPERM (not in kernel mode), -ENOENT (no such
+ * symbol), -ENOTUNIQ (several symbols of that name), -EINVAL (not a
+ * callable C function: data, an assembly entry point, entry or noinstr
+ * code, init text, a module), -E2BIG (more than six parameters), -ENOSPC
+ * (table full), -EOPNOTSUPP (kernel without BTF), -ENAMETOOLONG, -EFAULT.
+ * Never touches errno.
  */
 int kml_kfunc_open(const char *name);
 
@@ -130,27 +91,35 @@ int kml_kfunc_open(const char *name);
  * call (the vDSO's __vdso_kml_kcall enters the kernel directly).  Returns
  * 0 and stores the function's value in *ret (if ret is not NULL), or
  * -EBADF (no such handle in this process), -EPERM (not in kernel mode),
- * -ENOSYS (kernel without __vdso_kml_kcall).  Never touches errno.
+ * -ENOSYS (kernel without __vdso_kml_kcall); *ret is not touched then.
+ * Never touches errno; the result and the error cannot be confused.
  */
-int kml_kfcall6(int h, unsigned long *ret, unsigned long a1,
-		unsigned long a2, unsigned long a3, unsigned long a4,
-		unsigned long a5, unsigned long a6);
+int kml_kfunc_call6(int h, unsigned long *ret, unsigned long a1,
+		    unsigned long a2, unsigned long a3, unsigned long a4,
+		    unsigned long a5, unsigned long a6);
 
-/* Variadic front end for 0..6 arguments: kml_kfcall(h, &ret, a, b) */
-#define kml_kfcall(h, ret, ...) \
+/*
+ * Variadic front end for 0..6 arguments, each converted to unsigned long
+ * (integers and pointers; more than six arguments is a compile error):
+ *
+ *	unsigned long n;
+ *	int h = kml_kfunc_open("strlen");
+ *	int err = h < 0 ? h : kml_kfunc_call(h, &n, buf);
+ */
+#define kml_kfunc_call(h, ret, ...) \
 	KML__CAT(KML__KF, KML__NARGS(__VA_ARGS__))(h, ret, ##__VA_ARGS__)
 
-/* What a kml_kcall(), kml_kfunc_open() or kml_kfcall() error means. */
-const char *kml_kcall_strerror(int err);
+/* What a kml_kfunc_open() or kml_kfunc_call() error means. */
+const char *kml_kfunc_strerror(int err);
 
 /*
  * Copy n bytes of kernel memory at ksrc to dst through the kernel's
- * copy_from_kernel_nofault(): 0, or -EFAULT when ksrc is not mapped,
- * -ERANGE when it is not a kernel address, -EPERM in user mode, or an
- * error of the symbol lookup.  Use it where a direct load could fault
- * (memory that may be freed concurrently: a direct load of an unmapped
- * kernel address is a SIGSEGV for this process).  dst is written before
- * the call so that it is present.
+ * copy_from_kernel_nofault() (a handle, opened on first use): 0, or
+ * -EFAULT when ksrc is not mapped, -ERANGE when it is not a kernel
+ * address, -EPERM in user mode, or an error of kml_kfunc_open().  Use it
+ * where a direct load could fault (memory that may be freed concurrently:
+ * a direct load of an unmapped kernel address is a SIGSEGV for this
+ * process).  dst is written before the call so that it is present.
  */
 int kml_kread(void *dst, const void *ksrc, size_t n);
 
@@ -175,9 +144,6 @@ int kml_ksym_lookup(const char *name, struct kml_ksym *out);
 
 /* The symbol's address, or NULL (errno and kml_klib_error() set). */
 void *kml_ksym(const char *name);
-
-/* The same for a function: NULL unless the symbol is text (t/T). */
-void *kml_kfunc(const char *name);
 
 /* Any file in /proc/kallsyms format (tests, System.map-like files). */
 struct kml_ksyms;
@@ -243,53 +209,21 @@ const char *kml_klib_error(void);
 	KML__NARGS_(_, ##__VA_ARGS__, 7, 6, 5, 4, 3, 2, 1, 0)
 #define KML__NARGS_(_, a1, a2, a3, a4, a5, a6, a7, n, ...) n
 #define KML__A(x)	((unsigned long)(x))
-#define KML__F(f)	((const void *)(uintptr_t)(f))
 
-#define KML__KC0(r, f) kml_kcall6(r, KML__F(f), 0, 0, 0, 0, 0, 0)
-#define KML__KC1(r, f, a) kml_kcall6(r, KML__F(f), KML__A(a), 0, 0, 0, 0, 0)
-#define KML__KC2(r, f, a, b) \
-	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), 0, 0, 0, 0)
-#define KML__KC3(r, f, a, b, c) \
-	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), 0, 0, 0)
-#define KML__KC4(r, f, a, b, c, d) \
-	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
-		   KML__A(d), 0, 0)
-#define KML__KC5(r, f, a, b, c, d, e) \
-	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
-		   KML__A(d), KML__A(e), 0)
-#define KML__KC6(r, f, a, b, c, d, e, g) \
-	kml_kcall6(r, KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
-		   KML__A(d), KML__A(e), KML__A(g))
-
-#define KML__KF0(h, r) kml_kfcall6(h, r, 0, 0, 0, 0, 0, 0)
-#define KML__KF1(h, r, a) kml_kfcall6(h, r, KML__A(a), 0, 0, 0, 0, 0)
+#define KML__KF0(h, r) kml_kfunc_call6(h, r, 0, 0, 0, 0, 0, 0)
+#define KML__KF1(h, r, a) kml_kfunc_call6(h, r, KML__A(a), 0, 0, 0, 0, 0)
 #define KML__KF2(h, r, a, b) \
-	kml_kfcall6(h, r, KML__A(a), KML__A(b), 0, 0, 0, 0)
+	kml_kfunc_call6(h, r, KML__A(a), KML__A(b), 0, 0, 0, 0)
 #define KML__KF3(h, r, a, b, c) \
-	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), 0, 0, 0)
+	kml_kfunc_call6(h, r, KML__A(a), KML__A(b), KML__A(c), 0, 0, 0)
 #define KML__KF4(h, r, a, b, c, d) \
-	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), KML__A(d), 0, 0)
-#define KML__KF5(h, r, a, b, c, d, e) \
-	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), KML__A(d), \
-		    KML__A(e), 0)
-#define KML__KF6(h, r, a, b, c, d, e, g) \
-	kml_kfcall6(h, r, KML__A(a), KML__A(b), KML__A(c), KML__A(d), \
-		    KML__A(e), KML__A(g))
-
-#define KML__KE0(f) kml_kernelcall6(KML__F(f), 0, 0, 0, 0, 0, 0)
-#define KML__KE1(f, a) kml_kernelcall6(KML__F(f), KML__A(a), 0, 0, 0, 0, 0)
-#define KML__KE2(f, a, b) \
-	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), 0, 0, 0, 0)
-#define KML__KE3(f, a, b, c) \
-	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), 0, 0, 0)
-#define KML__KE4(f, a, b, c, d) \
-	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+	kml_kfunc_call6(h, r, KML__A(a), KML__A(b), KML__A(c), \
 			KML__A(d), 0, 0)
-#define KML__KE5(f, a, b, c, d, e) \
-	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+#define KML__KF5(h, r, a, b, c, d, e) \
+	kml_kfunc_call6(h, r, KML__A(a), KML__A(b), KML__A(c), \
 			KML__A(d), KML__A(e), 0)
-#define KML__KE6(f, a, b, c, d, e, g) \
-	kml_kernelcall6(KML__F(f), KML__A(a), KML__A(b), KML__A(c), \
+#define KML__KF6(h, r, a, b, c, d, e, g) \
+	kml_kfunc_call6(h, r, KML__A(a), KML__A(b), KML__A(c), \
 			KML__A(d), KML__A(e), KML__A(g))
 
 #ifdef __cplusplus

@@ -307,17 +307,3 @@ void *kml_ksym(const char *name)
 		return NULL;
 	return (void *)s.addr;
 }
-
-void *kml_kfunc(const char *name)
-{
-	struct kml_ksym s;
-
-	if (kml_ksym_lookup(name, &s))
-		return NULL;
-	if (s.type != 't' && s.type != 'T') {
-		kml__fail(EINVAL, "kallsyms: '%s' is not a function (type '%c' "
-			  "at %#lx)", name, s.type, s.addr);
-		return NULL;
-	}
-	return (void *)s.addr;
-}

@@ -9,7 +9,7 @@
  * switch) and, with dynamic kernel stacks, how many of the stack's pages
  * are mapped.  It is a kernel-mode process (installed in /trusted) and
  * gets all of it by calling kernel functions through handles
- * (kml_kfunc_open()/kml_kfcall(), the cheap kernel calls) and by reading
+ * (kml_kfunc_open()/kml_kfunc_call(), the cheap kernel calls) and by reading
  * task_struct fields directly, with the offsets from the kernel's BTF:
  *
  *   find_get_task_by_vpid(pid)	the task, with a reference held
@@ -116,7 +116,7 @@ static int kfopen(const char *name)
 	int h = kml_kfunc_open(name);
 
 	if (h < 0)
-		die(1, "kml_kfunc_open(%s): %s", name, kml_kcall_strerror(h));
+		die(1, "kml_kfunc_open(%s): %s", name, kml_kfunc_strerror(h));
 	return h;
 }
 
@@ -124,10 +124,10 @@ static unsigned long kcall(int h, const char *what, unsigned long a1,
 			   unsigned long a2)
 {
 	unsigned long r = 0;
-	int e = kml_kfcall(h, &r, a1, a2);
+	int e = kml_kfunc_call(h, &r, a1, a2);
 
 	if (e)
-		die(1, "kernel call of %s: %s", what, kml_kcall_strerror(e));
+		die(1, "kernel call of %s: %s", what, kml_kfunc_strerror(e));
 	return r;
 }
 

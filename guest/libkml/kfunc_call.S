@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * int kml_kfcall6(int h, unsigned long *ret, unsigned long a1, ...,
- *		   unsigned long a6);
+ * int kml_kfunc_call6(int h, unsigned long *ret, unsigned long a1, ...,
+ *		       unsigned long a6);
  *
  * Calls the kernel function behind handle h (kml_kfunc_open()) through
  * the vDSO's __vdso_kml_kcall.  C arguments: edi = h, rsi = ret, rdx =
@@ -9,21 +9,21 @@
  * function takes the system-call registers (rax = handle, rdi, rsi, rdx,
  * r10, r8, r9) and returns the value in rax, the status in rdx.
  * kml__kcall (kfunc.c) holds its address, or 0 (not looked up yet) or 1
- * (no such vDSO function): then kml__kfcall_slow(), which has this
+ * (no such vDSO function): then kml__kfunc_call_slow(), which has this
  * function's signature, decides with the arguments untouched.
  */
 	.text
-	.globl	kml_kfcall6
-	.type	kml_kfcall6, @function
+	.globl	kml_kfunc_call6
+	.type	kml_kfunc_call6, @function
 	.p2align 4
-kml_kfcall6:
+kml_kfunc_call6:
 	.cfi_startproc
 #ifdef __CET__
 	endbr64
 #endif
 	movq	kml__kcall(%rip), %r11
 	cmpq	$1, %r11
-	jbe	kml__kfcall_slow
+	jbe	kml__kfunc_call_slow
 	pushq	%rbx				/* keeps ret; aligns the stack */
 	.cfi_adjust_cfa_offset 8
 	.cfi_rel_offset rbx, 0
@@ -47,6 +47,6 @@ kml_kfcall6:
 	.cfi_restore rbx
 	ret
 	.cfi_endproc
-	.size	kml_kfcall6, .-kml_kfcall6
+	.size	kml_kfunc_call6, .-kml_kfunc_call6
 
 	.section .note.GNU-stack, "", @progbits
