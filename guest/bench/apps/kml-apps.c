@@ -1,27 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kml-apptool: the small guest-side pieces of `./kml bench --apps`, which
- * runs Debian's programs (redis-server, nginx, iperf3, find) as ordinary
- * processes and in kernel mode through kml-modes.
+ * kml-apps: the small guest-side pieces of `./kml apps`, the application
+ * benchmark, which runs Debian's programs (redis-server, nginx, iperf3,
+ * find) as ordinary processes and in kernel mode through kml-modes.
  *
- *   kml-apptool now
+ *   kml-apps now
  *	prints CLOCK_MONOTONIC in nanoseconds (kml-modes -t times a run with
  *	it: the busybox shell has no clock finer than a second)
  *
- *   kml-apptool wait-port PORT [SECONDS]
+ *   kml-apps wait-port PORT [SECONDS]
  *	waits until a TCP socket listens on PORT (IPv4 or IPv6, any
  *	address), read from /proc/net/tcp and tcp6; polls every 20 ms, gives up after SECONDS
  *	(default 60) with exit status 1.  It makes no connection: a server
  *	that counts connections (iperf3) sees only its client.
  *
- *   kml-apptool mktree MANIFEST DIR
+ *   kml-apps mktree MANIFEST DIR
  *	creates, under DIR, every path listed in MANIFEST (one per line; a
  *	line ending in '/' is a directory, any other an empty file, parents
  *	made as needed) and prints the number of directories and files.  The
  *	host writes MANIFEST from the kernel source tree, so that `find`
  *	walks a tree of a kernel source's shape without its 1.4 GB of text.
  *
- *   kml-apptool ordinary PROG [ARGS...]
+ *   kml-apps ordinary PROG [ARGS...]
  *	runs PROG as an ordinary process wherever it lies: sets no_new_privs
  *	(prctl PR_SET_NO_NEW_PRIVS), which keeps the program in user mode
  *	even in a kml=all boot (a caller that asked to be confined is never
@@ -48,10 +48,10 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: kml-apptool now\n"
-			"       kml-apptool wait-port PORT [SECONDS]\n"
-			"       kml-apptool mktree MANIFEST DIR\n"
-			"       kml-apptool ordinary PROG [ARGS...]\n");
+	fprintf(stderr, "usage: kml-apps now\n"
+			"       kml-apps wait-port PORT [SECONDS]\n"
+			"       kml-apps mktree MANIFEST DIR\n"
+			"       kml-apps ordinary PROG [ARGS...]\n");
 	return 2;
 }
 
@@ -125,7 +125,7 @@ static int wait_port(int argc, char **argv)
 	if (argc == 2)
 		secs = number(argv[1], 1, 3600);
 	if (port < 0 || secs < 0) {
-		fprintf(stderr, "kml-apptool: wait-port: bad port or seconds\n");
+		fprintf(stderr, "kml-apps: wait-port: bad port or seconds\n");
 		return 2;
 	}
 	deadline = now_ns() + secs * 1000000000LL;
@@ -133,13 +133,13 @@ static int wait_port(int argc, char **argv)
 		int r = listening(port);
 
 		if (r < 0) {
-			perror("kml-apptool: /proc/net/tcp");
+			perror("kml-apps: /proc/net/tcp");
 			return 1;
 		}
 		if (r)
 			return 0;
 		if (now_ns() > deadline) {
-			fprintf(stderr, "kml-apptool: nothing listens on port %ld after %ld s\n",
+			fprintf(stderr, "kml-apps: nothing listens on port %ld after %ld s\n",
 				port, secs);
 			return 1;
 		}
@@ -188,13 +188,13 @@ static int mktree(int argc, char **argv)
 		return usage();
 	f = fopen(argv[0], "r");
 	if (!f) {
-		fprintf(stderr, "kml-apptool: %s: %s\n", argv[0], strerror(errno));
+		fprintf(stderr, "kml-apps: %s: %s\n", argv[0], strerror(errno));
 		return 1;
 	}
 	root = strlen(argv[1]);
 	if (root == 0 || root >= sizeof(path) / 2) {
 		fclose(f);
-		fprintf(stderr, "kml-apptool: mktree: bad directory\n");
+		fprintf(stderr, "kml-apps: mktree: bad directory\n");
 		return 2;
 	}
 	memcpy(path, argv[1], root);
@@ -213,7 +213,7 @@ static int mktree(int argc, char **argv)
 			continue;
 		if (line[0] == '/' || climbs(line) || root + 1 + n >= sizeof(path)) {
 			fclose(f);
-			fprintf(stderr, "kml-apptool: %s:%ld: bad path\n", argv[0], lineno);
+			fprintf(stderr, "kml-apps: %s:%ld: bad path\n", argv[0], lineno);
 			return 1;
 		}
 		dir = line[n - 1] == '/';
@@ -237,14 +237,14 @@ static int mktree(int argc, char **argv)
 	}
 	if (ferror(f)) {
 		fclose(f);
-		fprintf(stderr, "kml-apptool: %s: read error\n", argv[0]);
+		fprintf(stderr, "kml-apps: %s: read error\n", argv[0]);
 		return 1;
 	}
 	fclose(f);
-	printf("kml-apptool: %s: %ld directories, %ld files\n", argv[1], ndirs, nfiles);
+	printf("kml-apps: %s: %ld directories, %ld files\n", argv[1], ndirs, nfiles);
 	return 0;
 fail:
-	fprintf(stderr, "kml-apptool: %s: %s\n", path, strerror(errno));
+	fprintf(stderr, "kml-apps: %s: %s\n", path, strerror(errno));
 	fclose(f);
 	return 1;
 }
@@ -263,11 +263,11 @@ int main(int argc, char **argv)
 		return mktree(argc - 2, argv + 2);
 	if (!strcmp(argv[1], "ordinary") && argc >= 3) {
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) {
-			perror("kml-apptool: PR_SET_NO_NEW_PRIVS");
+			perror("kml-apps: PR_SET_NO_NEW_PRIVS");
 			return 1;
 		}
 		execvp(argv[2], argv + 2);
-		fprintf(stderr, "kml-apptool: %s: %s\n", argv[2], strerror(errno));
+		fprintf(stderr, "kml-apps: %s: %s\n", argv[2], strerror(errno));
 		return 127;
 	}
 	return usage();
