@@ -2,7 +2,7 @@
 
 The appliance image is the guest kernel (tinyconfig + kml.config: the
 project's smallest kernel) and a gzip-compressed initramfs holding
-nothing but kml-appinit as /init (guest/apps/kml-appinit.c, static), the
+nothing but kml-appinit as /init (guest/appliance/kml-appinit.c, static), the
 service with its shared libraries, and /etc/appliance (the service's
 port, how to check it, its argv).  Booted with kml=all, init and the service run in
 kernel mode; kml-appinit starts the service, waits until it answers

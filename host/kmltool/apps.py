@@ -9,13 +9,13 @@ is a Spec with a client, kml-modes -s):
           redis-tools ships as redis-check-rdb: the name chooses the
           server), measured by redis-benchmark: requests per second of
           REDIS_TESTS, their geometric mean
-  nginx   nginx (a master and two workers, guest/apps/nginx.conf), one
+  nginx   nginx (a master and two workers, guest/bench/apps/nginx.conf), one
           static page, measured by wrk over loopback: requests per second
   iperf3  iperf3 -s, measured by an ordinary iperf3 client: TCP over
           loopback, the receiver's Mbit/s (seed 001, Table 6.3)
   find    Debian's find, timed by kml-modes -t, over a tree with the
           paths of the kernel source (5,800 directories, 86,000 empty
-          files, made in the guest's tmpfs by kml-apptool mktree from a
+          files, made in the guest's tmpfs by kml-apps mktree from a
           manifest the host writes), looking for one file name (seed 001,
           Table 6.2)
 
@@ -74,7 +74,7 @@ class Config:
 # The appliance configurations boot with kml=all and add its column: the
 # server and its client both at CPL 0 (Mode.ALL).  There, kml-modes keeps
 # the ordinary server and every other client in user mode with
-# no_new_privs (kml-apptool ordinary): all three columns in one boot.
+# no_new_privs (kml-apps ordinary): all three columns in one boot.
 APPLIANCE_MODES = (Mode.USER, Mode.KERNEL, Mode.ALL)
 CONFIGS = (Config("pti-off", "pti=off"), Config("pti-on", "pti=on"),
            Config("pti-off-appliance", "pti=off kml=all", APPLIANCE_MODES),
@@ -183,19 +183,19 @@ def apps(sizes, expect_find=()):
     return (
         App("redis", "redis-server, redis-benchmark (ordinary)", "/usr/bin/redis-server",
             REDIS_ARGS,
-            f"kml-apptool wait-port {REDIS_PORT} && redis-benchmark -h 127.0.0.1 "
+            f"kml-apps wait-port {REDIS_PORT} && redis-benchmark -h 127.0.0.1 "
             f"-p {REDIS_PORT} -c 20 -n {sizes.redis_requests} -t {sizes.redis_tests} --csv",
             "requests/s, geometric mean of " + sizes.redis_tests.replace(",", " "),
             "req/s", True, parse_redis),
         App("nginx", "nginx (master, 2 workers), wrk (ordinary)", "/usr/sbin/nginx",
             ("-p", "/tmp/nginx/", "-e", "stderr", "-c", f"{GUEST_DIR}/nginx.conf"),
-            f"kml-apptool wait-port {HTTP_PORT} && wrk -t 2 -c 8 -d {sizes.http_seconds}s "
+            f"kml-apps wait-port {HTTP_PORT} && wrk -t 2 -c 8 -d {sizes.http_seconds}s "
             f"http://127.0.0.1:{HTTP_PORT}/",
             f"requests/s of a {PAGE_BYTES}-byte page, 8 connections", "req/s", True,
             parse_wrk),
         App("iperf3", "iperf3 -s, iperf3 -c (ordinary)", "/usr/bin/iperf3",
             ("-s", "-p", str(IPERF_PORT)),
-            f"kml-apptool wait-port {IPERF_PORT} && iperf3 -c 127.0.0.1 -p {IPERF_PORT} "
+            f"kml-apps wait-port {IPERF_PORT} && iperf3 -c 127.0.0.1 -p {IPERF_PORT} "
             f"-t {sizes.iperf_seconds} -f m",
             "TCP over loopback, receiver Mbit/s", "Mbit/s", True, parse_iperf),
         App("find", "Debian's find", FIND_GUEST, (TREE, "-name", FIND_NAME), None,
@@ -267,7 +267,7 @@ def system_adds():
     image has it)."""
     return [
         f"{paths.GUEST_SRC / 'kml-modes'}:/usr/bin/kml-modes",
-        f"{paths.GUEST_OUT / 'kml-apptool'}:/usr/bin/kml-apptool",
+        f"{paths.GUEST_OUT / 'kml-apps'}:/usr/bin/kml-apps",
         f"{paths.GUEST_SRC / 'apps' / 'nginx.conf'}:{GUEST_DIR}/nginx.conf",
         f"/usr/bin/find:{FIND_GUEST}",
         f"{manifest_path()}:{MANIFEST_GUEST}",
@@ -278,7 +278,7 @@ def system_adds():
 # warning from redis.
 PRELUDE = ("mkdir -p /tmp/nginx " + WWW,
            f"head -c {PAGE_BYTES} /dev/zero | tr '\\0' k > {WWW}/index.html",
-           f"kml-apptool mktree {MANIFEST_GUEST} {TREE} || exit 1",
+           f"kml-apps mktree {MANIFEST_GUEST} {TREE} || exit 1",
            "echo 1 > /proc/sys/vm/overcommit_memory")
 # The Debian system starts Debian's redis-server and nginx at boot: stopped
 # first, the benchmark's own servers take their place (same ports), each

@@ -582,7 +582,7 @@ def cmd_bench_apps(a):
     runner, adds, prelude = None, None, apps.PRELUDE
     if sysname:
         setup.setup(quiet=True)
-        initramfs.build_guest_programs()        # kml-apptool
+        initramfs.build_guest_programs()        # kml-apps
         runner = functools.partial(system.boot, deb=a.deb or system.current_deb())
         adds, prelude = apps.system_adds(), apps.SYSTEM_PRELUDE
     else:

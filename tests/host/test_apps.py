@@ -1,5 +1,5 @@
 """Unit tests: ./kml bench --apps (host/kmltool/apps.py, report.apps_markdown)
-and its guest helper kml-apptool, built and run here; no VM."""
+and its guest helper kml-apps, built and run here; no VM."""
 import socket
 import subprocess
 
@@ -11,39 +11,39 @@ from kmltool.guestrun import Mode, Run, Status
 
 
 @pytest.fixture(scope="module")
-def apptool(tmp_path_factory):
-    return guest_prog.build(tmp_path_factory, "kml-apptool")
+def apps_prog(tmp_path_factory):
+    return guest_prog.build(tmp_path_factory, "kml-apps")
 
 
-def test_apptool_now_and_usage(apptool):
-    a = subprocess.run([apptool, "now"], capture_output=True, text=True)
-    b = subprocess.run([apptool, "now"], capture_output=True, text=True)
+def test_kml_apps_now_and_usage(apps_prog):
+    a = subprocess.run([apps_prog, "now"], capture_output=True, text=True)
+    b = subprocess.run([apps_prog, "now"], capture_output=True, text=True)
     assert a.returncode == b.returncode == 0
     assert 0 < int(a.stdout) <= int(b.stdout)
     for argv in ([], ["now", "x"], ["wait-port"], ["wait-port", "0"], ["wait-port", "x"],
                  ["mktree", "m"], ["frob"]):
-        p = subprocess.run([apptool, *argv], capture_output=True, text=True)
+        p = subprocess.run([apps_prog, *argv], capture_output=True, text=True)
         assert p.returncode == 2, argv
 
 
-def test_apptool_waits_for_a_listening_port(apptool):
+def test_kml_apps_waits_for_a_listening_port(apps_prog):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
         # bound, not listening: nothing to find
-        p = subprocess.run([apptool, "wait-port", str(port), "1"], capture_output=True,
+        p = subprocess.run([apps_prog, "wait-port", str(port), "1"], capture_output=True,
                            text=True, timeout=30)
         assert p.returncode == 1 and f"nothing listens on port {port} after 1 s" in p.stderr
         s.listen()
-        p = subprocess.run([apptool, "wait-port", str(port), "5"], capture_output=True,
+        p = subprocess.run([apps_prog, "wait-port", str(port), "5"], capture_output=True,
                            text=True, timeout=30)
         assert p.returncode == 0, p.stderr
 
 
-def test_apptool_makes_the_tree(apptool, tmp_path):
+def test_kml_apps_makes_the_tree(apps_prog, tmp_path):
     m = tmp_path / "manifest"
     m.write_text("a/\na/b/\na/b/c.txt\nd/e/f.c\ntop\nempty/\n\n")
-    p = subprocess.run([apptool, "mktree", m, tmp_path / "t"], capture_output=True, text=True)
+    p = subprocess.run([apps_prog, "mktree", m, tmp_path / "t"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().endswith(": 6 directories, 3 files")
     made = sorted(str(x.relative_to(tmp_path / "t")) + ("/" if x.is_dir() else "")
@@ -51,11 +51,11 @@ def test_apptool_makes_the_tree(apptool, tmp_path):
     assert made == ["a/", "a/b/", "a/b/c.txt", "d/", "d/e/", "d/e/f.c", "empty/", "top"]
     for bad in ("../x", "a/../../x", "/etc/x", "x/.."):
         m.write_text(f"ok\n{bad}\n")
-        p = subprocess.run([apptool, "mktree", m, tmp_path / "u"], capture_output=True,
+        p = subprocess.run([apps_prog, "mktree", m, tmp_path / "u"], capture_output=True,
                            text=True)
         assert p.returncode == 1 and "manifest:2: bad path" in p.stderr, bad
     m.write_text("a..b/c\n")                   # a name with dots is a name
-    assert subprocess.run([apptool, "mktree", m, tmp_path / "v"]).returncode == 0
+    assert subprocess.run([apps_prog, "mktree", m, tmp_path / "v"]).returncode == 0
     assert (tmp_path / "v" / "a..b" / "c").is_file()
 
 
@@ -97,7 +97,7 @@ def test_specs_pair_the_modes_and_alternate():
     assert all(s.append == "pti=off" for s in sp)
     r = redis[1]
     assert r.mode is Mode.KERNEL and r.quiet and not r.timed
-    assert r.client.startswith(f"kml-apptool wait-port {apps.REDIS_PORT} && redis-benchmark")
+    assert r.client.startswith(f"kml-apps wait-port {apps.REDIS_PORT} && redis-benchmark")
     assert "-n 100 -t set,get --csv" in r.client
     f = next(s for s in sp if ".find." in s.name)
     assert f.timed and f.client is None and f.args == (apps.TREE, "-name", apps.FIND_NAME)
