@@ -284,7 +284,7 @@ static int edge_read_child(void *arg)
  * the handler would see the stack address instead of the file page's,
  * and the read would fail with EFAULT (issue 15's CR2 finding).  The
  * fault entry maps room for the entry code first, so no stack fault
- * ever hits entry code (nr_dynamic_stack_entry_faults).
+ * ever hits entry text (nr_dynamic_stack_entry_faults).
  */
 TEST(page_fault_at_the_stack_edge_sees_its_own_address)
 {

@@ -135,16 +135,17 @@ def kernel(name=None):
     return KERNELS[name]
 
 
-def make(tree, k, *targets, jobs=None, env=None):
+def make(tree, k, *targets, jobs=None, env=None, capture=False):
     """make TARGETS in kernel k's build directory, with ccache if there is
-    one; env: the environment (default: this process's)."""
+    one; env: the environment (default: this process's); capture: keep
+    the output (in the error, on failure) instead of printing it."""
     jobs = jobs or (os.cpu_count() or 1) + 1
     cmd = ["make", "-C", str(tree), f"O={k.obj}", f"-j{jobs}",
            "LOCALVERSION=", *targets]
     if shutil.which("ccache"):
         cmd.insert(5, "CC=ccache gcc")
         env = ccache_env(os.environ if env is None else env)
-    run(cmd, env=env)
+    return run(cmd, env=env, capture=capture)
 
 
 def ccache_env(environ):

@@ -19,6 +19,8 @@ from .paths import KmlError
 from .util import digest, run, say
 
 BASE_TAG = "kml-base"
+COVER_LETTER = "0000-cover-letter.patch"    # beside the patches, not in series
+COVER_TEXT = "cover-letter.txt"             # beside the patch directory
 STATE = "kml-state.json"          # inside the tree's .git directory
 GIT_ID = ["-c", "user.name=kml", "-c", "user.email=kml@localhost",
           "-c", "commit.gpgsign=false"]
@@ -254,9 +256,8 @@ def export_series(tree=None, patch_dir=None, base_file=None):
     patch_dir.mkdir(parents=True, exist_ok=True)
     for old in patch_dir.glob("*.patch"):
         old.unlink()
-    out = _git(tree, "format-patch", "--no-signature", "--zero-commit",
-               "-o", str(patch_dir), f"{BASE_TAG}..HEAD").stdout
-    names = [os.path.basename(line.strip()) for line in out.splitlines() if line.strip()]
+    names = _format_patches(tree, patch_dir)
+    cover = write_cover_letter(tree, patch_dir, len(names))
     (patch_dir / "series").write_text(
         "# kml kernel patch series, applied in this order by ./kml patches apply\n"
         + "".join(n + "\n" for n in names))
@@ -266,8 +267,49 @@ def export_series(tree=None, patch_dir=None, base_file=None):
     if tree == paths.TREE:
         state.update(series=series_digest(patch_dir), head=head(tree))
         _save_state(tree, state)
-    say(f"exported {len(names)} patch(es) for Linux {version} to {patch_dir}")
+    say(f"exported {len(names)} patch(es) for Linux {version} to {patch_dir}"
+        + (f" with {cover.name}" if cover else ""))
     return names
+
+
+def _format_patches(tree, patch_dir):
+    """git format-patch without numbers: each file is named after its
+    subject alone, so adding or removing a patch renames no other file
+    (the order lives in the series file).  Number them when mailing:
+    git format-patch -n --cover-letter."""
+    out = _git(tree, "format-patch", "--no-signature", "--zero-commit",
+               "--no-numbered", "--filename-max-length=100",
+               "-o", str(patch_dir), f"{BASE_TAG}..HEAD").stdout
+    names = []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        path = patch_dir / os.path.basename(line.strip())
+        stem = re.sub(r"^\d{4}-", "", path.stem)
+        name, n = f"{stem}.patch", 2
+        while name in names or name == COVER_LETTER:
+            name, n = f"{stem}-{n}.patch", n + 1
+        path.rename(patch_dir / name)
+        names.append(name)
+    return names
+
+
+def write_cover_letter(tree, patch_dir, count):
+    """kernel/patches/0000-cover-letter.patch: the hand-written text of
+    kernel/cover-letter.txt (first line the title, then the body), then the
+    shortlog and the diffstat of the series as it is.  None if there is no
+    cover-letter.txt."""
+    text = patch_dir.parent / COVER_TEXT
+    if not text.exists():
+        return None
+    title, _, body = text.read_text().partition("\n")
+    author = _git(tree, "log", "-1", "--format=%an <%ae>", "HEAD").stdout.strip()
+    shortlog = _git(tree, "shortlog", f"{BASE_TAG}..HEAD").stdout.rstrip()
+    stat = _git(tree, "diff", "--stat=72", "--summary", BASE_TAG, "HEAD").stdout.rstrip()
+    path = patch_dir / COVER_LETTER
+    path.write_text(f"From: {author}\nSubject: [PATCH 0/{count}] {title.strip()}\n\n"
+                    f"{body.strip()}\n\n{shortlog}\n\n{stat}\n")
+    return path
 
 
 def checkpatch(tree):

@@ -115,10 +115,62 @@ def test_export_round_trip(env):
     subprocess.run(GIT + ["add", "new.c"], cwd=tree, check=True)
     subprocess.run(GIT + ["commit", "-qm", "kml: add new.c"], cwd=tree, check=True)
     names = patches.export_series(tree, pdir, base)
-    assert names == ["0001-kml-add-new.c.patch"]
+    assert names == ["kml-add-new.c.patch"]     # no number: stable names
     assert patches.read_series(pdir) == names
     tree2 = patches.create_tree(tmp / "linux2", tb, pdir, base)
     assert (tree2 / "new.c").read_text() == "int n;\n"
+
+
+def _commit(tree, path, text, subject):
+    (tree / path).write_text(text)
+    subprocess.run(GIT + ["add", path], cwd=tree, check=True)
+    subprocess.run(GIT + ["commit", "-qm", subject], cwd=tree, check=True)
+
+
+def test_adding_a_patch_renames_no_other_file(env):
+    tmp, pdir, base = env
+    write_series(pdir, [])
+    tree = patches.create_tree(tmp / "linux", make_tarball(tmp), pdir, base)
+    _commit(tree, "x.c", "int x;\n", "kml: add x.c")
+    first = patches.export_series(tree, pdir, base)
+    body = (pdir / first[0]).read_text()
+    subprocess.run(GIT + ["reset", "-q", "--hard", "HEAD~1"], cwd=tree, check=True)
+    _commit(tree, "w.c", "int w;\n", "kml: add w.c")
+    _commit(tree, "x.c", "int x;\n", "kml: add x.c")
+    names = patches.export_series(tree, pdir, base)
+    assert names == ["kml-add-w.c.patch", "kml-add-x.c.patch"]
+    assert (pdir / first[0]).read_text() == body         # same name, same text
+    assert "[PATCH]" in body and "[PATCH 1/" not in body
+
+
+def test_same_subject_twice_gets_distinct_names(env):
+    tmp, pdir, base = env
+    write_series(pdir, [])
+    tree = patches.create_tree(tmp / "linux", make_tarball(tmp), pdir, base)
+    _commit(tree, "x.c", "int x;\n", "kml: change")
+    _commit(tree, "y.c", "int y;\n", "kml: change")
+    assert patches.export_series(tree, pdir, base) == ["kml-change.patch",
+                                                       "kml-change-2.patch"]
+
+
+def test_cover_letter_from_its_text_with_shortlog_and_diffstat(env):
+    tmp, pdir, base = env
+    write_series(pdir, [])
+    tree = patches.create_tree(tmp / "linux", make_tarball(tmp), pdir, base)
+    _commit(tree, "x.c", "int x;\n", "kml: add x.c")
+    _commit(tree, "y.c", "int y;\n", "kml: add y.c")
+    (tmp / patches.COVER_TEXT).write_text("Kernel Mode Linux\n\nThe design.\n")
+    names = patches.export_series(tree, pdir, base)
+    cover = (pdir / patches.COVER_LETTER).read_text()
+    assert cover.startswith("From: t <t@t>\nSubject: [PATCH 0/2] Kernel Mode Linux\n")
+    assert "The design." in cover and "kml: add y.c" in cover
+    assert "2 files changed" in cover
+    assert patches.COVER_LETTER not in patches.read_series(pdir) == names
+    # the cover letter never becomes a commit of a re-created tree
+    tree2 = patches.create_tree(tmp / "linux2", make_tarball(tmp / "b"), pdir, base)
+    log = subprocess.run(["git", "log", "--format=%s"], cwd=tree2, check=True,
+                         capture_output=True, text=True).stdout
+    assert "Kernel Mode Linux" not in log
 
 
 def test_reapply_resets_local_changes(env):
