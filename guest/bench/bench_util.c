@@ -5,11 +5,14 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <x86intrin.h>
 
 #include "bench_util.h"
 #include "kml.h"
@@ -334,4 +337,96 @@ int bench_write_int(const char *path, int v)
 		return -1;
 	bad = fprintf(f, "%d\n", v) < 0;
 	return fclose(f) || bad ? -1 : 0;
+}
+
+/* ---- timing a loop ------------------------------------------------- */
+
+static double tsc_ns_total, tsc_cyc_total;
+
+static inline uint64_t bench_tsc(void)
+{
+	_mm_lfence();
+	return __rdtsc();
+}
+
+/* Runs n iterations; total elapsed ns and cycles. */
+static int timed(int (*run)(void *arg, unsigned long n), void *arg,
+		 unsigned long n, double *ns, double *cyc)
+{
+	double t0, t1;
+	uint64_t c0, c1;
+	int r;
+
+	t0 = bench_now_ns();
+	c0 = bench_tsc();
+	r = run(arg, n);
+	c1 = bench_tsc();
+	t1 = bench_now_ns();
+	*ns = t1 - t0;
+	*cyc = (double)(c1 - c0);
+	return r;
+}
+
+static unsigned long round_up(unsigned long n, unsigned long q)
+{
+	return (n + q - 1) / q * q;
+}
+
+int bench_measure(int (*run)(void *arg, unsigned long n), void *arg,
+		  unsigned long quantum, int runs, int run_ms,
+		  struct bench_timing *t)
+{
+	unsigned long q = quantum ? quantum : 1;
+	double target = run_ms * 1e6;
+	double ns, cyc, want;
+	static double vns[BENCH_MAX_RUNS], vcyc[BENCH_MAX_RUNS];
+	unsigned long n;
+	int i, r;
+
+	if (runs < 1 || runs > BENCH_MAX_RUNS)
+		runs = runs < 1 ? 1 : BENCH_MAX_RUNS;
+	/* warm-up (also starts children, faults in code and data) */
+	r = timed(run, arg, q, &ns, &cyc);
+	if (r)
+		return r;
+	/* calibrate: grow n until a loop takes >= 1/8 of a run */
+	n = q;
+	for (;;) {
+		r = timed(run, arg, n, &ns, &cyc);
+		if (r)
+			return r;
+		if (ns >= target / 8 || n >= BENCH_MAX_ITERS)
+			break;
+		n *= ns < target / 1000 ? 10 : 2;
+	}
+	want = ns > 0 ? n * (target / ns) : BENCH_MAX_ITERS;
+	if (want > BENCH_MAX_ITERS)
+		want = BENCH_MAX_ITERS;
+	n = (unsigned long)want;
+	if (n < BENCH_MIN_ITERS)
+		n = BENCH_MIN_ITERS;
+	n = round_up(n, q);
+
+	for (i = 0; i < runs; i++) {
+		r = timed(run, arg, n, &ns, &cyc);
+		if (r)
+			return r;
+		tsc_ns_total += ns;
+		tsc_cyc_total += cyc;
+		vns[i] = ns / n;
+		vcyc[i] = cyc / n;
+	}
+	t->iters = n;
+	t->ns_med = bench_median(vns, runs);	/* sorts */
+	t->ns_min = vns[0];
+	t->ns_max = vns[runs - 1];
+	t->cyc_med = bench_median(vcyc, runs);
+	t->cyc_min = vcyc[0];
+	t->cyc_max = vcyc[runs - 1];
+	return 0;
+}
+
+double bench_tsc_ghz(void)
+{
+	return tsc_ns_total > 0 ? tsc_cyc_total / tsc_ns_total : 0;
 }

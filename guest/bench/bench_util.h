@@ -131,4 +131,33 @@ double bench_median(double *v, int n);
 /* Write "V\n" to a /proc or /sys file: 0, or -1 with errno set. */
 int bench_write_int(const char *path, int v);
 
+/* ---- timing a loop ------------------------------------------------- */
+
+#define BENCH_MIN_ITERS	3UL
+#define BENCH_MAX_ITERS	1000000000UL
+#define BENCH_MAX_RUNS	1000		/* --runs is 1..1000 */
+
+/* The runs of one loop: per iteration, ns and TSC cycles. */
+struct bench_timing {
+	double ns_med, ns_min, ns_max;
+	double cyc_med, cyc_min, cyc_max;
+	unsigned long iters;	/* iterations per run */
+};
+
+/*
+ * Time run(arg, n), a loop of n iterations (0 ok, else failed), with
+ * CLOCK_MONOTONIC and lfence+rdtsc: a warm-up of quantum iterations
+ * (0: 1), then n calibrated by growing it until one loop takes at least
+ * 1/8 of run_ms and scaled so that one run takes about run_ms (at least
+ * BENCH_MIN_ITERS, a multiple of quantum), then `runs` runs.  The median,
+ * min and max of the runs' mean per iteration go into *t.  0, or the
+ * loop's failure.
+ */
+int bench_measure(int (*run)(void *arg, unsigned long n), void *arg,
+		  unsigned long quantum, int runs, int run_ms,
+		  struct bench_timing *t);
+
+/* TSC cycles per ns over every timed run so far (0: nothing timed). */
+double bench_tsc_ghz(void);
+
 #endif /* KML_BENCH_UTIL_H */
