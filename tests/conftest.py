@@ -2,13 +2,13 @@
 import os
 from pathlib import Path
 
-from kmltool.cli import DEFAULT_TEST_CONFIGS, TEST_CONFIGS
+from kmltool.configs import DEFAULT_TESTS, TESTS
 
 ROOT = Path(__file__).resolve().parents[1]     # host/ and verify/: pytest.ini
 
 
 def pytest_addoption(parser):
-    parser.addoption("--kml-configs", default=",".join(DEFAULT_TEST_CONFIGS),
+    parser.addoption("--kml-configs", default=",".join(DEFAULT_TESTS),
                      help="comma-separated VM configurations for guest tests")
     parser.addoption("--kml-host-only", action="store_true",
                      help="skip every test that boots a VM")
@@ -23,8 +23,8 @@ def pytest_addoption(parser):
 def kml_configs(config):
     names = [c for c in config.getoption("--kml-configs").split(",") if c]
     for n in names:
-        if n not in TEST_CONFIGS:
-            raise ValueError(f"unknown configuration {n!r}; known: {sorted(TEST_CONFIGS)}")
+        if n not in TESTS:
+            raise ValueError(f"unknown configuration {n!r}; known: {sorted(TESTS)}")
     return names
 
 

@@ -24,14 +24,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import apps, initramfs, kbuild, paths, qemu
+from . import apps, configs, initramfs, kbuild, paths, qemu
 from .cpio import Archive
 from .paths import KmlError
 from .util import say
 
 SCHEMA = "kml-appliance/1"
 APPINIT = "kml-appinit"                     # in paths.GUEST_OUT, /usr/lib/kml on the normal image
-APPEND = "kml=all kml.appliance=measure"
 READY = re.compile(r"^kml-appinit: ready service=(\S+) pid=(\d+) port=(\d+) "
                    r"boottime_ms=([0-9.]+) init_ms=([0-9.]+) kernelmode=(-?\d+) "
                    r"init_cpl=(\d)\s*$", re.M)
@@ -115,9 +114,10 @@ def one_boot(kind, service, kernel, image, conf, opts):
     """Boot one image; the boot's record."""
     clock = _Clock()
     if kind == "appliance":
-        res = qemu.boot([], append=f"{APPEND} {opts['append']}".strip(), initrd=image,
-                        stream=clock, kernel=kernel, smp=opts["smp"], mem=opts["mem"],
-                        timeout=opts["timeout"], accel=opts["accel"])
+        append = configs.merge(configs.APPLIANCE, opts["append"], "appliance")
+        res = qemu.boot([], append=append, initrd=image, stream=clock, kernel=kernel,
+                        smp=opts["smp"], mem=opts["mem"], timeout=opts["timeout"],
+                        accel=opts["accel"])
     else:
         res = qemu.boot([f"/usr/lib/kml/{APPINIT}", "--here", "/root/appliance.conf"],
                         adds=[f"{service.host}:{service.guest}",

@@ -1,5 +1,5 @@
-"""./kml bench --apps: Debian's programs as ordinary processes and in
-kernel mode, side by side in one boot per configuration.
+"""./kml apps (./kml bench --apps): Debian's programs as ordinary
+processes and in kernel mode, side by side in one boot per configuration.
 
 The applications (APPS), each measured by a Debian client that runs as
 an ordinary process, through the guest-run layer (guestrun.py; a server
@@ -19,9 +19,9 @@ is a Spec with a client, kml-modes -s):
           manifest the host writes), looking for one file name (seed 001,
           Table 6.2)
 
-Per configuration (CONFIGS: pti=off and pti=on, 2 vCPUs), one boot runs
-ROUNDS rounds; in each round every application runs in both modes, one
-right after the other, Sizes.pairs times (a pair), the order of the modes
+Per configuration (configs.APPS; 2 vCPUs), one boot runs ROUNDS rounds;
+in each round every application runs in both modes, one right after the
+other, Sizes.pairs times (a pair), the order of the modes
 alternating from pair to pair so that a drift of the emulator's speed hits
 both alike.  A server
 must still run when its client ends and in the mode asked for (kml-modes
@@ -63,27 +63,16 @@ REDIS_ARGS = ("--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
               "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning")
 
 
-@dataclass(frozen=True)
-class Config:
-    name: str
-    append: str
-    modes: tuple = (Mode.USER, Mode.KERNEL)
-    system: str = None      # boots ./kml run --system's system (system.py), not the guest
-
-
-# The appliance configurations boot with kml=all and add its column: the
-# server and its client both at CPL 0 (Mode.ALL).  There, kml-modes keeps
-# the ordinary server and every other client in user mode with
+# The appliance configurations (configs.APPS: kml=all boots) add a column:
+# the server and its client both at CPL 0 (Mode.ALL).  There, kml-modes
+# keeps the ordinary server and every other client in user mode with
 # no_new_privs (kml-apps ordinary): all three columns in one boot.
 APPLIANCE_MODES = (Mode.USER, Mode.KERNEL, Mode.ALL)
-CONFIGS = (Config("pti-off", "pti=off"), Config("pti-on", "pti=on"),
-           Config("pti-off-appliance", "pti=off kml=all", APPLIANCE_MODES),
-           Config("pti-on-appliance", "pti=on kml=all", APPLIANCE_MODES),
-           # the Debian system (./kml run --system debian): systemd as PID 1,
-           # Debian's kernel package, the programs and libraries of its image
-           Config("debian-pti-off", "pti=off", system="debian"))
-CONFIG_NAMES = tuple(c.name for c in CONFIGS)
-DEFAULT_CONFIGS = ("pti-off-appliance", "pti-on-appliance")
+
+
+def modes(config):
+    """The modes each application runs in, in a boot of config."""
+    return APPLIANCE_MODES if config.kml_all else (Mode.USER, Mode.KERNEL)
 
 
 @dataclass(frozen=True)
@@ -317,7 +306,7 @@ def specs(configs, rounds, sizes, expect_find):
     application's pairs, both modes one after the other."""
     out = []
     for c in configs:
-        ids = run_ids(rounds, sizes, c.modes)
+        ids = run_ids(rounds, sizes, modes(c))
         out.append(system_spec(c))
         for r in range(rounds):
             for app in apps(sizes, expect_find):
@@ -365,13 +354,13 @@ def combine(configs, rounds, sizes, expect_find, runs, accel):
             "configs": []}
     for c in configs:
         cfg = {"name": c.name, "append": c.append, "apps": [],
-               "modes": [m.value for m in c.modes],
+               "modes": [m.value for m in modes(c)],
                "system": _system(runs.get(f"{c.name}.system"))}
         for app in apps(sizes, expect_find):
             row = {"name": app.name, "title": app.title, "metric": app.metric,
                    "unit": app.unit, "higher_better": app.higher_better}
-            ids = [rid for rid, _ in run_ids(rounds, sizes, c.modes)]
-            for mode in c.modes:
+            ids = [rid for rid, _ in run_ids(rounds, sizes, modes(c))]
+            for mode in modes(c):
                 rs = [run_result(app, s, runs.get(s.name))
                       for s in (app.spec(c, mode, rid) for rid in ids)]
                 vals = [r["value"] for r in rs if r["status"] == Status.OK]
@@ -389,7 +378,7 @@ def combine(configs, rounds, sizes, expect_find, runs, accel):
             row["pair_speedups"] = pairs
             ok = [x for x in pairs if x]
             row["pair_median"] = statistics.median(ok) if ok else None
-            if Mode.ALL in c.modes:     # the appliance against the ordinary process
+            if Mode.ALL in modes(c):     # the appliance against the ordinary process
                 row["speedup_all"] = speedup(app, u, row["all"]["median"])
                 pairs = [speedup(app, a["value"], b["value"])
                          for a, b in zip(row["user"]["runs"], row["all"]["runs"])]

@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from . import qemu
+from . import configs, qemu
 from .paths import KmlError
 from .util import say
 
@@ -442,7 +442,8 @@ def boot(specs, prelude=(), append="", show=True, runner=None, **vm):
     """Boot once per group of specs (see group()), run them with kml-modes
     and parse the results.  prelude: shell lines every boot's script
     starts with.  append: the user's kernel command line, added to each
-    boot's own; vm: qemu.boot()'s smp, mem, timeout, accel, gdb.
+    boot's own (configs.merge: one that sets a parameter of the boot's own
+    is refused); vm: qemu.boot()'s smp, mem, timeout, accel, gdb.
     show: stream the output (with a header line per run).  runner: what
     boots (default qemu.boot; system.boot for the Debian system), called
     as qemu.boot is.  Stops after a
@@ -456,9 +457,10 @@ def boot(specs, prelude=(), append="", show=True, runner=None, **vm):
     for _, disk, _ in groups:           # before any boot: a clear error
         if disk and disk[1]:
             qemu.find_mkfs(disk[1])
+    fulls = [configs.merge(own, append, f"the boot of {members[0].name}")
+             for own, _, members in groups]
     out = Outcome([])
-    for i, (own, disk, members) in enumerate(groups):
-        full = " ".join(x for x in (own, append.strip()) if x)
+    for i, ((_, disk, members), full) in enumerate(zip(groups, fulls)):
         b = Boot(full, members)
         out.boots.append(b)
         if len(groups) > 1:

@@ -31,8 +31,7 @@ to off; the KernelStack growth for N idle threads, per thread, the
 savings, the release times and the wake-up latencies
 (report.kstack_markdown).
 """
-import shlex
-
+from . import configs
 from .guestrun import Mode, Spec, Status, check
 from .paths import KmlError
 from .util import number
@@ -45,28 +44,13 @@ PARAM = PARAM_NAME + "=on"
 RECLAIM_PARAM = PARAM_NAME + "=reclaim"
 DEFAULT_THREADS = 1000
 
-# One run spec per boot: the same program, without and with the parameter
-BOOTS = (
-    Spec("off", Mode.USER, PROGRAM, title="dynamic kernel stacks off (as the kernel is)",
-         collect="--json", quiet=True),
-    Spec("on", Mode.USER, PROGRAM, title=f"dynamic kernel stacks on ({PARAM})",
-         collect="--json", quiet=True, append=PARAM),
-    Spec("reclaim", Mode.USER, PROGRAM,
-         title=f"whole stacks, sleepers' unused pages reclaimed ({RECLAIM_PARAM})",
-         collect="--json", quiet=True, append=RECLAIM_PARAM),
-)
-
-
-def check_append(append):
-    """The user's --append must not decide dynamic_kstacks itself."""
-    try:
-        words = shlex.split(append or "")
-    except ValueError:
-        words = (append or "").split()
-    for word in words:
-        if word.split("=", 1)[0] == PARAM_NAME:
-            raise KmlError(f"--append {append!r}: {word} would spoil the comparison "
-                           f"(kstack-bench boots without and with {PARAM} itself)")
+TITLES = {"off": "dynamic kernel stacks off (as the kernel is)",
+          "on": f"dynamic kernel stacks on ({PARAM})",
+          "reclaim": f"whole stacks, sleepers' unused pages reclaimed ({RECLAIM_PARAM})"}
+# One run spec per boot (configs.KSTACK): the same program, without and
+# with the parameter
+BOOTS = tuple(Spec(c.name, Mode.USER, PROGRAM, title=TITLES[c.name], collect="--json",
+                   quiet=True, append=c.append) for c in configs.KSTACK.values())
 
 
 def ubench_args(quick=False, threads=None):
@@ -115,11 +99,14 @@ def run_status(boot, run):
     return None
 
 
-def boot_docs(runs):
-    """{boot name: kml-ubench's JSON} from the runs of all boots; a
-    KmlError names the first boot whose run is not good, and why."""
+def boot_docs(runs, booted=None):
+    """{boot name: kml-ubench's JSON} from the runs of the boots named in
+    booted (default: all); a KmlError names the first boot whose run is
+    not good, and why."""
     docs = {}
     for b in BOOTS:
+        if booted is not None and b.name not in booted:
+            continue
         why = run_status(b, runs.get(b.name))
         if why:
             raise KmlError(f"kstack-bench FAILED in the {b.name} boot: {why}")

@@ -33,7 +33,7 @@ import subprocess
 import time
 from dataclasses import dataclass, replace
 
-from . import bench, paths
+from . import bench, configs, paths
 from .gdbstub import Stub, StubError
 from .guestrun import Spec, Status, check
 from .insn import MAX_INSN, Step, Symbols, disassemble, first_difference, \
@@ -58,7 +58,8 @@ SYSCALL_AND_CALL = ("user", "kernel-syscall", "kernel-call")
 OP_MODES = {"xpipe_rtt": SYSCALL_AND_CALL, "fault": ("user", "kernel-syscall"),
             "prot_fault": ("user", "kernel-syscall"),
             **{o: SYSCALL_AND_CALL for o in BENCH_OPS if o != "prot_fault"}}
-PTI = ("off", "on")
+# The boots, one per pti value (configs.PATHLEN)
+PTI = tuple(c.pti for c in configs.PATHLEN.values())
 DEFAULT_SAMPLES, DEFAULT_SKIP = 5, 1
 MAX_STEPS = 200000          # a path longer than this is an error (a stall)
 # The long rows: their own limit, fewer samples (--long-samples), and no
@@ -173,7 +174,8 @@ def specs(only=None, pti=PTI, modes=None):
                 if not part:
                     continue
                 name = f"{m.name}{suffix}-pti-{p}"
-                out.append(replace(m, name=name, program=PROGRAM, append=f"pti={p}")
+                out.append(replace(m, name=name, program=PROGRAM,
+                                   append=configs.PATHLEN[f"pti-{p}"].append)
                            .with_options("--only", ",".join(part), "--label", name))
     return out
 
@@ -184,14 +186,6 @@ def check_modes(modes):
     if bad or not modes:
         raise KmlError(f"--mode: unknown mode(s) {', '.join(bad) or '(none)'}; "
                        f"valid: {' '.join(names)}")
-
-
-def check_append(append):
-    """The user's --append must not set pti itself: each boot sets it."""
-    bad = [w for w in (append or "").split() if w.split("=", 1)[0] == "pti"]
-    if bad:
-        raise KmlError(f"--append: {bad[0]} would spoil the comparison (pathlen boots "
-                       "with pti=off and with pti=on itself)")
 
 
 # ---- the virtual CPU (--cpu) ----------------------------------------

@@ -5,9 +5,10 @@ comes.  A kernel-mode process must survive what an ordinary one survives,
 and must never disturb the kernel: no WARN, BUG, Oops, lockdep report,
 stall or hang on the console, whatever the program executes.
 
-One boot per configuration (CONFIGS: page-table isolation on and off,
-dynamic kernel stacks off, on and reclaim; --short: SHORT_CONFIGS), 2 vCPUs by
-default.  In each boot, through the guest-run layer (guestrun.py):
+One boot per configuration (configs.SOAK: page-table isolation on and
+off, dynamic kernel stacks off, on and reclaim; --short:
+configs.SOAK_SHORT), 2 vCPUs by default.  In each boot, through the
+guest-run layer (guestrun.py):
 
   stress-ng  the stressors of the classes in CLASSES (--short: the
              stressors in SHORT), one after another with two instances
@@ -38,6 +39,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from . import configs
 from .guestrun import Mode, Spec, Status, check, quote
 from .paths import KmlError
 
@@ -78,37 +80,22 @@ STRESS_NG_EXITS = (0, 2, 3, 4, 7)
 
 
 @dataclass(frozen=True)
-class Config:
-    name: str
-    append: str
-
-
-CONFIGS = (Config("pti-off", "pti=off"),
-           Config("pti-on", "pti=on"),
-           Config("pti-off-dks", "pti=off dynamic_kstacks=on"),
-           Config("pti-on-dks", "pti=on dynamic_kstacks=on"),
-           Config("pti-off-dks-reclaim", "pti=off dynamic_kstacks=reclaim"))
-SHORT_CONFIGS = ("pti-on-dks", "pti-off", "pti-off-dks-reclaim")
-CONFIG_NAMES = tuple(c.name for c in CONFIGS)
-
-
-@dataclass(frozen=True)
 class Plan:
     short: bool
-    configs: tuple                  # Config
+    configs: tuple                  # configs.Config
     stressor_timeout: int           # seconds per stressor and mode
     calls: int                      # trinity's system calls
     seed: int = TRINITY_SEED        # trinity's random seed
 
 
-def plan(short=False, configs=None, stressor_timeout=None, calls=None, seed=None):
+def plan(short=False, names=None, stressor_timeout=None, calls=None, seed=None):
     """The soak's parameters, with the defaults of the short or long form."""
-    names = configs or (SHORT_CONFIGS if short else CONFIG_NAMES)
-    unknown = [n for n in names if n not in CONFIG_NAMES]
+    names = names or (configs.SOAK_SHORT if short else tuple(configs.SOAK))
+    unknown = [n for n in names if n not in configs.SOAK]
     if unknown:
         raise KmlError(f"unknown soak configuration {', '.join(unknown)} "
-                       f"(known: {', '.join(CONFIG_NAMES)})")
-    return Plan(short, tuple(c for c in CONFIGS if c.name in names),
+                       f"(known: {', '.join(configs.SOAK)})")
+    return Plan(short, tuple(c for c in configs.SOAK.values() if c.name in names),
                 stressor_timeout or 2,
                 calls or (20000 if short else 100000),
                 TRINITY_SEED if seed is None else seed)

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, kml_configs
 from kmltool import kbuild, paths, qemu, tap
-from kmltool.cli import TEST_CONFIGS
+from kmltool.configs import TESTS
 
 GUEST_TESTS = ROOT / "guest" / "tests"
 GUEST_MEM, GUEST_DISK_MIB = "512M", 768
@@ -48,7 +48,8 @@ _consoles = {}
 def boot_results(config):
     """Boot one VM for config, run all guest tests; cached per session."""
     if config not in _boots:
-        smp, append, kernel = TEST_CONFIGS[config]
+        c = TESTS[config]
+        smp, append, kernel = c.smp, c.append, c.kernel
         # A disk larger than RAM for the paging test (process.c)
         res = qemu.boot(["run-tests"], smp=smp, mem=GUEST_MEM, append=append,
                         timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB,
@@ -101,7 +102,8 @@ def test_bypass_offered_unless_the_configuration_needs_the_generic_path(config):
     random stack offsets, IBRS_ENTRY) offers the bypass; only the entry
     debugging options and a boot with nohz_full= refuse it, and then the
     boot log says why."""
-    smp, append, kernel = TEST_CONFIGS[config]
+    c = TESTS[config]
+    smp, append, kernel = c.smp, c.append, c.kernel
     cfg = kbuild.parse_config(kbuild.kernel(kernel).obj / ".config")
     blocked = [o for o in BYPASS_BLOCKERS if cfg.get(o) == "y"]
     if re.search(r"(^|\s)nohz_full=", append):
@@ -127,7 +129,8 @@ def test_nohz_full_keeps_kernel_mode_system_calls_on_the_generic_path(config):
     RCU and the tick: the bypass is refused, the sysctl stops at 1, and a
     kernel-mode program still runs on the tickless CPU.  Once per kernel
     that has NO_HZ_FULL (Debian's)."""
-    smp, append, kernel = TEST_CONFIGS[config]
+    c = TESTS[config]
+    smp, append, kernel = c.smp, c.append, c.kernel
     k = kbuild.kernel(kernel)
     if kbuild.parse_config(k.obj / ".config").get("CONFIG_NO_HZ_FULL") != "y":
         pytest.skip(f"the {kernel} kernel is built without NO_HZ_FULL")

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import kml_configs
 from kmltool import cpustate, kbuild, qemu
-from kmltool.cli import TEST_CONFIGS
+from kmltool.configs import TESTS
 
 MEM = "512M"
 BOOT_TIMEOUT = 300
@@ -61,7 +61,8 @@ def boot_and_sample(config):
     """Boot config's VM with the workload, sampled by a cpustate.Sampler:
     (qemu.Result, Sampler, output text); cached per session."""
     if config not in _boots:
-        smp, append, kernel = TEST_CONFIGS[config]
+        c = TESTS[config]
+        smp, append, kernel = c.smp, c.append, c.kernel
         sampler = cpustate.Sampler()
         res = qemu.boot(["sh", "-c", SCRIPT], smp=smp, mem=MEM, append=append,
                         timeout=BOOT_TIMEOUT, stream=False, gdb=sampler,

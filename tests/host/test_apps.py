@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 import guest_prog
-from kmltool import apps, report
+from kmltool import apps, configs, report
 from kmltool.guestrun import Mode, Run, Status
 
 
@@ -62,7 +62,7 @@ def test_kml_apps_makes_the_tree(apps_prog, tmp_path):
 # ---- specs, parsing, combining ------------------------------------------
 
 SIZES = apps.Sizes(100, "set,get", 1, 1, 2)
-CFG = apps.CONFIGS[:1]
+CFG = (configs.APPS["pti-off"],)
 FIND = ("kernel/fork.c", "tools/fork.c")
 
 REDIS = ['"test","rps","avg_latency_ms","min_latency_ms"',
@@ -203,11 +203,12 @@ def test_write_manifest(tmp_path, monkeypatch):
     assert apps.manifest_path().read_text() == "Makefile\nfork.c\nkernel/\nkernel/fork.c\n"
 
 
-APPL = tuple(c for c in apps.CONFIGS if c.name == "pti-off-appliance")
+APPL = (configs.APPS["pti-off-appliance"],)
 
 
 def test_appliance_config_rotates_three_modes():
-    assert apps.DEFAULT_CONFIGS == ("pti-off-appliance", "pti-on-appliance")
+    assert configs.APPS_DEFAULT == ("pti-off-appliance", "pti-on-appliance")
+    assert apps.modes(APPL[0]) == apps.APPLIANCE_MODES
     assert APPL[0].append == "pti=off kml=all"
     sp = apps.specs(APPL, 1, SIZES, FIND)
     redis = [s.name for s in sp if ".redis." in s.name]

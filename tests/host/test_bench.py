@@ -136,7 +136,7 @@ def test_three_modes_combined(fake):
     assert "## KML paper Table 2 layout (ns)" in md
     assert "| null | 400 | 100 | 50.0 | 4.00 | 8.00 |" in md
     assert "| getpid | n/a | n/a | n/a | – | – |" in md
-    json.dumps(d)       # what cmd_bench saves
+    json.dumps(d)       # what ./kml bench saves
 
 
 def test_kernel_modes_unavailable(fake):

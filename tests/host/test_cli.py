@@ -6,6 +6,7 @@ import pytest
 
 from conftest import ROOT
 from kmltool import cli, initramfs, qemu
+from kmltool.commands.run import kernel_mode_argv
 from kmltool.paths import KmlError
 
 
@@ -45,6 +46,8 @@ def test_run_command_may_start_with_dashes():
     ["bench", "--apps", "--config", "pti-maybe"],
     ["bench", "--apps", "--rounds", "0"],
     ["demo", "--apps"],
+    ["apps", "--config", "pti-maybe"],
+    ["apps", "--only", "getppid"],
     ["frobnicate"],
 ])
 def test_bad_arguments_are_usage_errors(argv):
@@ -58,6 +61,10 @@ def test_bad_arguments_are_usage_errors(argv):
     (["bench", "--apps", "--no-io", "--no-pathlen"], "--no-io, --no-pathlen: options of"),
     (["bench", "--rounds", "2"], "--rounds: options of --apps"),
     (["bench", "--config", "pti-on", "--no-pathlen"], "--config: options of --apps"),
+    (["apps", "--deb", "x.deb"], "--deb: the kernel package of the Debian system's"),
+    (["apps", "--config", "pti-on", "--config", "debian-pti-off"],
+     "run it on its own (--config debian-pti-off)"),
+    (["apps", "--append", "kml=off"], "the pti-off-appliance boot of apps sets kml=all"),
 ])
 def test_bench_apps_options_are_checked_before_anything_runs(argv, why):
     p = kml(*argv)
@@ -99,21 +106,21 @@ def test_verdicts(tmp_path):
 
 
 def test_kernel_mode_argv_guest_program():
-    argv, adds = cli.kernel_mode_argv(["kml-probe", "info"])
+    argv, adds = kernel_mode_argv(["kml-probe", "info"])
     assert adds == [] and argv == ["kml-modes", "kml-probe", "kernel", "kml-probe", "info"]
 
 
 def test_kernel_mode_argv_host_file(tmp_path):
     prog = tmp_path / "my tool"
     prog.write_text("x")
-    argv, adds = cli.kernel_mode_argv([str(prog), "-v"])
+    argv, adds = kernel_mode_argv([str(prog), "-v"])
     assert argv == ["kml-modes", "my_tool", "kernel", "/root/my tool", "-v"]
     assert adds == [f"{prog}:/root/my tool"]
 
 
 def test_kernel_mode_argv_missing_relative_host_file():
     with pytest.raises(KmlError, match="no such host file"):
-        cli.kernel_mode_argv(["./nonexistent/tool"])
+        kernel_mode_argv(["./nonexistent/tool"])
 
 
 def test_run_disk_fs_needs_disk():
@@ -135,7 +142,7 @@ def test_bench_and_demo_lead_with_pathlen():
     # pathlen boots with pti=off and pti=on itself: refused before building
     p = kml("bench", "--append", "pti=on")
     assert p.returncode == 1
-    assert "spoil the comparison" in p.stderr and "--no-pathlen" in p.stderr
+    assert "sets pti=off itself" in p.stderr and "--no-pathlen" in p.stderr
 
 
 def test_make_disk_ext4_and_empty(tmp_path):

@@ -44,7 +44,8 @@ def test_test_matrix_names_and_command_lines():
 
 
 @pytest.mark.parametrize("tab, want", [(configs.SOAK, SOAK), (configs.APPS, APPS),
-                                       (configs.KSTACK, KSTACK), (configs.PATHLEN, PATHLEN)])
+                                       (configs.KSTACK, KSTACK), (configs.PATHLEN, PATHLEN)],
+                         ids=["soak", "apps", "kstack", "pathlen"])
 def test_command_tables_names_and_command_lines(tab, want):
     got = {n: c.append for n, c in tab.items()}
     assert got == want and list(got) == list(want)
@@ -93,7 +94,7 @@ def test_merge_adds_the_users_parameters_after_the_configurations():
     ("pti=on dynamic_kstacks=on sysctl.kernel.kml_fast_syscall=1",
      "sysctl.kernel.kml_fast_syscall=2", "test",
      "sets sysctl.kernel.kml_fast_syscall=1 itself"),
-])
+], ids=["run-appliance", "appliance", "pathlen", "kstack", "generic"])
 def test_merge_refuses_what_the_configuration_sets(own, user, who, message):
     with pytest.raises(KmlError) as e:
         configs.merge(own, user, who)

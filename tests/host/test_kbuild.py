@@ -2,7 +2,8 @@
 choice of test configurations by kernel, and the objtool check."""
 import pytest
 
-from kmltool import cli, kbuild, paths
+from kmltool import cli, configs, kbuild, paths
+from kmltool.commands import test as test_cmd
 from kmltool.paths import KmlError
 
 
@@ -36,14 +37,14 @@ def test_the_debug_kernel_has_its_own_build_directory_and_fragment():
 
 
 def test_every_test_configuration_names_a_known_kernel():
-    for name, (smp, append, kernel) in cli.TEST_CONFIGS.items():
-        assert kernel in kbuild.KERNELS, name
-        assert (name.split("-")[0] if kernel != "default" else "default") == kernel, name
-    kernels = {cli.TEST_CONFIGS[c][2] for c in cli.DEFAULT_TEST_CONFIGS}
+    for name, c in configs.TESTS.items():
+        assert c.kernel in kbuild.KERNELS, name
+        assert (name.split("-")[0] if c.kernel != "default" else "default") == c.kernel, name
+    kernels = {configs.TESTS[n].kernel for n in configs.DEFAULT_TESTS}
     assert kernels == {"default", "debug"}
-    pti = {cli.TEST_CONFIGS[c][1].split()[0] for c in cli.DEFAULT_TEST_CONFIGS
-           if cli.TEST_CONFIGS[c][2] == "debug"}
-    assert pti == {"pti=on", "pti=off"}
+    pti = {configs.TESTS[n].pti for n in configs.DEFAULT_TESTS
+           if configs.TESTS[n].kernel == "debug"}
+    assert pti == {"on", "off"}
 
 
 def parse(*argv):
@@ -51,12 +52,12 @@ def parse(*argv):
 
 
 def test_test_kernel_selects_its_configurations():
-    assert cli.test_configs(parse("test")) == cli.DEFAULT_TEST_CONFIGS
-    debug = cli.test_configs(parse("test", "--kernel", "debug"))
+    assert test_cmd.test_configs(parse("test")) == list(configs.DEFAULT_TESTS)
+    debug = test_cmd.test_configs(parse("test", "--kernel", "debug"))
     assert debug and all(c.startswith("debug-") for c in debug)
-    assert cli.test_configs(parse("test", "--config", "smp2-pti-on")) == ["smp2-pti-on"]
+    assert test_cmd.test_configs(parse("test", "--config", "smp2-pti-on")) == ["smp2-pti-on"]
     with pytest.raises(KmlError, match="boots the default kernel, not --kernel debug"):
-        cli.test_configs(parse("test", "--kernel", "debug", "--config", "smp2-pti-on"))
+        test_cmd.test_configs(parse("test", "--kernel", "debug", "--config", "smp2-pti-on"))
 
 
 def test_build_and_run_take_a_kernel():

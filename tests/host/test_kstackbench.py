@@ -15,6 +15,8 @@ import pytest
 
 from conftest import ROOT
 from kmltool import cli, guestrun, kstackbench, report
+from kmltool.commands import runner
+from kmltool.commands.kstack_bench import KstackBench
 from kmltool.guestrun import Run
 from kmltool.paths import KmlError
 
@@ -131,11 +133,15 @@ def test_boots_and_specs():
     assert [(a, [s.name for s in m]) for a, _, m in guestrun.group([off, on, rec])] == \
         [("", ["off"]), ("dynamic_kstacks=on", ["on"]),
          ("dynamic_kstacks=reclaim", ["reclaim"])]
-    kstackbench.check_append("pti=off nokaslr")
-    kstackbench.check_append('foo="a b')        # unbalanced quotes: words
+    # the user's --append may not decide dynamic_kstacks (configs.merge)
+    a = cli.build_parser().parse_args(["kstack-bench"])
+    for ok in ("pti=off nokaslr", 'foo="a b'):      # unbalanced quotes: words
+        a.append = ok
+        assert runner.check_append(KstackBench(a)) is None
     for bad in ("dynamic_kstacks=off", "pti=on dynamic_kstacks", "dynamic_kstacks=on"):
-        with pytest.raises(KmlError, match="spoil the comparison"):
-            kstackbench.check_append(bad)
+        a.append = bad
+        with pytest.raises(KmlError, match="kstack-bench sets dynamic_kstacks=on itself"):
+            runner.check_append(KstackBench(a))
 
 
 def test_ubench_args_and_parser():

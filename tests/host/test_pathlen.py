@@ -14,6 +14,8 @@ from fake_stub import FakeSocketStub
 import pytest
 
 from kmltool import cli, gdbstub, insn, pathlen, qemu, report
+from kmltool.commands import runner
+from kmltool.commands.pathlen import Pathlen
 from kmltool.gdbstub import StopReply, StubError
 from kmltool.guestrun import Run, Status
 from kmltool.insn import Step, Symbols
@@ -293,9 +295,12 @@ def test_specs_options_and_parser():
     assert pathlen.specs()[0].options == ("--only", ",".join(
         o for o in pathlen.DEFAULT_OPS if o != "fault"), "--label", "user-pti-off")
     assert "user+long-pti-off" in [s.name for s in pathlen.specs()]     # fault
-    pathlen.check_append("nokaslr")
-    with pytest.raises(KmlError, match="spoil the comparison"):
-        pathlen.check_append("quiet pti=auto")
+    m = Pathlen(cli.build_parser().parse_args(["pathlen", "--append", "nokaslr"]),
+                None, 1, 1)
+    runner.check_append(m)
+    m.a.append = "quiet pti=auto"
+    with pytest.raises(KmlError, match="the pti-off boot of pathlen sets pti=off itself"):
+        runner.check_append(m)
     pathlen.check_only(["getppid", "pipe_rtt"])
     with pytest.raises(KmlError, match="unknown operation"):
         pathlen.check_only(["getpid"])

@@ -21,9 +21,9 @@ def test_plan_defaults_and_unknown_config():
     assert soak.plan().stressor_timeout == 2
     p = soak.plan()
     assert len(p.configs) == 5 and p.calls == 100000
-    assert soak.plan(configs=["pti-on"], calls=7).calls == 7
+    assert soak.plan(names=["pti-on"], calls=7).calls == 7
     with pytest.raises(KmlError, match="unknown soak configuration nope"):
-        soak.plan(configs=["nope"])
+        soak.plan(names=["nope"])
 
 
 def test_each_stressor_runs_once_in_its_first_class_and_excluded_never():
@@ -41,7 +41,7 @@ def test_each_stressor_runs_once_in_its_first_class_and_excluded_never():
 
 
 def test_specs_user_then_kernel_per_class_and_trinity_in_kernel_mode():
-    p = soak.plan(configs=["pti-on"], stressor_timeout=5, calls=300)
+    p = soak.plan(names=["pti-on"], stressor_timeout=5, calls=300)
     specs = soak.specs(p, MEMBERS)
     names = [s.name for s in specs]
     assert names[:2] == ["pti-on.os.user", "pti-on.os.kernel"]
@@ -54,7 +54,7 @@ def test_specs_user_then_kernel_per_class_and_trinity_in_kernel_mode():
     assert t.mode is Mode.KERNEL and t.user == "nobody" and t.args[-1] == "300"
     assert t.argv()[1:3] == ["-u", "nobody"]
     assert t.args[t.args.index("-s") + 1] == str(soak.TRINITY_SEED)
-    assert "-s 7 " in " ".join(soak.specs(soak.plan(configs=["pti-on"], seed=7), MEMBERS)[-1].args)
+    assert "-s 7 " in " ".join(soak.specs(soak.plan(names=["pti-on"], seed=7), MEMBERS)[-1].args)
     # every spec goes through kml-modes, the one guest-run layer
     assert all(s.argv()[0] == guestrun.HELPER for s in specs)
 
@@ -125,7 +125,7 @@ def all_runs(p, kernel_out=(), kernel_yaml=YAML, trinity="[main] Ran 300 syscall
 
 
 def test_combine_clean_soak():
-    p = soak.plan(configs=["pti-on"], calls=300)
+    p = soak.plan(names=["pti-on"], calls=300)
     data = soak.combine(p, MEMBERS, outcome(p, all_runs(p)))
     assert data["status"] is Status.OK, data["configs"][0]["problems"]
     c = data["configs"][0]
@@ -136,7 +136,7 @@ def test_combine_clean_soak():
 
 
 def test_kernel_only_failure_fails_the_soak_but_both_modes_does_not():
-    p = soak.plan(configs=["pti-on"], calls=300)
+    p = soak.plan(names=["pti-on"], calls=300)
     runs = all_runs(p, kernel_out=["stress-ng: fail: [9] fork: fork failed: ENOMEM"])
     data = soak.combine(p, MEMBERS, outcome(p, runs))
     assert data["status"] is Status.FAILED
@@ -151,7 +151,7 @@ def test_kernel_only_failure_fails_the_soak_but_both_modes_does_not():
 
 
 def test_trinity_short_of_its_calls_or_a_bad_exit_fails():
-    p = soak.plan(configs=["pti-on"], calls=300)
+    p = soak.plan(names=["pti-on"], calls=300)
     data = soak.combine(p, MEMBERS, outcome(p, all_runs(p, trinity="Ran 12 syscalls")))
     assert data["configs"][0]["trinity"]["status"] is Status.FAILED
     runs = all_runs(p)
@@ -165,7 +165,7 @@ def test_trinity_short_of_its_calls_or_a_bad_exit_fails():
 
 
 def test_failed_boot_fails_every_part():
-    p = soak.plan(configs=["pti-on"], calls=300)
+    p = soak.plan(names=["pti-on"], calls=300)
     data = soak.combine(p, MEMBERS, outcome(p, {}, failure="the kernel console shows 1 problem"))
     c = data["configs"][0]
     assert c["status"] is Status.FAILED and c["problems"][0].startswith("boot: ")

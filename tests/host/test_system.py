@@ -196,14 +196,14 @@ def test_readme_admin_steps_are_the_scripts():
 
 
 def test_bench_apps_has_one_debian_system_configuration():
-    from kmltool import apps
-    debian = [c for c in apps.CONFIGS if c.system]
+    from kmltool import apps, configs
+    debian = [c for c in configs.APPS.values() if c.system]
     assert [c.name for c in debian] == ["debian-pti-off"]
     assert debian[0].system == "debian" and "kml=all" not in debian[0].append
-    assert "debian-pti-off" not in apps.DEFAULT_CONFIGS
+    assert "debian-pti-off" not in configs.APPS_DEFAULT
     adds = dict(s.split(":", 1)[::-1] for s in apps.system_adds())
     # the guest-run layer and the tree; the programs are the image's own
-    assert set(adds) == {"/usr/bin/kml-modes", "/usr/bin/kml-apptool",
+    assert set(adds) == {"/usr/bin/kml-modes", "/usr/bin/kml-apps",
                          f"{apps.GUEST_DIR}/nginx.conf", apps.FIND_GUEST,
                          apps.MANIFEST_GUEST}
     pre = apps.SYSTEM_PRELUDE
