@@ -239,7 +239,7 @@ esac
 echo "server up"
 while :; do sleep 0.05; done
 """
-# kml-apptool now, as the guest has it: nanoseconds
+# kml-apps now, as the guest has it: nanoseconds
 CLOCK = f"""#!{sys.executable}
 import sys, time
 assert sys.argv[1:] == ["now"], sys.argv
@@ -253,8 +253,8 @@ def server(guest, tmp_path):
     s = prog.parent / "server"
     s.write_text(SERVER)
     s.chmod(0o755)
-    (prog.parent / "kml-apptool").write_text(CLOCK)
-    (prog.parent / "kml-apptool").chmod(0o755)
+    (prog.parent / "kml-apps").write_text(CLOCK)
+    (prog.parent / "kml-apps").chmod(0o755)
     return run, s
 
 
