@@ -35,8 +35,8 @@ def test_libkml_archive_members(out):
     p = subprocess.run(["ar", "t", str(out / "libkml" / "libkml.a")],
                        capture_output=True, text=True, check=True)
     assert p.stdout.split() == ["syscall.o", "vdso.o", "auxv.o", "errno.o",
-                                "kcall.o", "kfunc.o", "kfcall.o", "ksym.o", "klib_err.o",
-                                "btf.o"]
+                                "kfunc.o", "kfunc_call.o", "kread.o", "ksym.o",
+                                "klib_err.o", "btf.o"]
     # the core must not need a C library (it goes into nolibc programs)
     for member in ("syscall.o", "vdso.o"):
         nm = subprocess.run(["nm", "-u", str(out / "libkml" / member)],
@@ -45,7 +45,7 @@ def test_libkml_archive_members(out):
         assert undefined <= {"kml__resolve", "kml__entry", "kml__sysinfo_ehdr",
                              "kml_vdso_sym", "kml_kernel_mode"}, (member, undefined)
     # only the BTF member of the kernel library needs libbpf
-    for member in ("kcall.o", "ksym.o", "klib_err.o", "btf.o"):
+    for member in ("kfunc.o", "kread.o", "ksym.o", "klib_err.o", "btf.o"):
         nm = subprocess.run(["nm", "-u", str(out / "libkml" / member)],
                             capture_output=True, text=True, check=True)
         bpf = {s for s in nm.stdout.split() if s.startswith(("btf", "libbpf", "bpf_"))}
@@ -57,8 +57,8 @@ def test_kernelcall_links_without_libbpf(out, tmp_path):
     with libkml.a alone, and is refused politely in user mode."""
     src = tmp_path / "kc.c"
     src.write_text('#include <stdio.h>\n#include "kml_klib.h"\n'
-                   'int main(void) { unsigned long r; int e = kml_kcall(&r, 0x1000, 1, 2);'
-                   ' printf("%d %s\\n", e, kml_kcall_strerror(e)); return 0; }\n')
+                   'int main(void) { int h = kml_kfunc_open("strlen");'
+                   ' printf("%d %s\\n", h, kml_kfunc_strerror(h)); return 0; }\n')
     prog = tmp_path / "kc"
     subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-static",
                     f"-I{ROOT / 'guest' / 'libkml'}", "-o", str(prog), str(src),
