@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import initramfs, kbuild, package, patches, paths, qemu
+from . import configs, initramfs, kbuild, package, patches, paths, qemu
 from .paths import KmlError
 from .util import digest, run, say
 
@@ -314,12 +314,13 @@ def boot(argv, deb=None, adds=(), env=None, smp=2, mem="1G", append="", timeout=
     """Boot the Debian system with the kernel of image package deb
     (default: current_deb()) and run argv as root once it is up; a
     qemu.Result."""
+    append = configs.merge(APPEND, append, "the Debian system")    # before building
     img = prepare(deb or current_deb())
     with tempfile.TemporaryDirectory(prefix="kml-sys-", dir=paths.BUILD) as tmp:
         cmd = command_disk(Path(tmp) / "cmd.img", argv, adds, env)
         drives = [f"file={img.image},format=raw,if=virtio,snapshot=on",
                   f"file={cmd},format=raw,if=virtio,readonly=on"]
-        return qemu.boot(argv, smp=smp, mem=mem, append=f"{APPEND} {append}".strip(),
+        return qemu.boot(argv, smp=smp, mem=mem, append=append,
                          timeout=timeout, accel=accel, stream=stream,
                          kernel=img_kernel(img), initrd=img.initrd or False,
                          drives=drives)

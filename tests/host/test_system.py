@@ -222,3 +222,9 @@ def test_bench_apps_debian_configuration_runs_on_its_own(capsys):
     assert "--deb" in capsys.readouterr().err
     assert cli.main(["bench", "--deb", "x.deb"]) == 1
     assert "options of --apps" in capsys.readouterr().err
+
+
+def test_append_may_not_move_the_root_file_system(monkeypatch):
+    monkeypatch.setattr(system, "prepare", lambda deb: pytest.fail("built before the check"))
+    with pytest.raises(KmlError, match="the Debian system sets root=/dev/vda itself"):
+        system.boot(["true"], deb="x.deb", append="quiet root=/dev/sda")
