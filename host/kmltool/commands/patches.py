@@ -10,7 +10,8 @@ def register(sub):
     psub.add_parser("apply", help="(re)create build/linux: source + series as commits"
                     ).set_defaults(func=apply)
     pe = psub.add_parser("export", help="write the tree's commits back to kernel/patches")
-    pe.add_argument("--from", dest="tree", metavar="TREE", help="tree to export (default build/linux)")
+    pe.add_argument("--from", dest="tree", metavar="TREE",
+                    help="tree to export (default build/linux)")
     pe.set_defaults(func=export)
     psub.add_parser("check", help="run scripts/checkpatch.pl on every patch of the series"
                     ).set_defaults(func=check)
