@@ -74,3 +74,21 @@ def test_range_is_checked(series):
     commit("one\n", "kml: one")
     with pytest.raises(patches.KmlError, match="within 1..1"):
         bisect.check("fake", first=2)
+
+
+def test_patches_check_bisect_options(monkeypatch):
+    from kmltool import cli
+    from kmltool.commands import patches as cmd
+    calls = []
+    monkeypatch.setattr(cmd.setup, "setup", lambda quiet: None)
+    monkeypatch.setattr(cmd.patches, "ensure_tree", lambda: "tree")
+    monkeypatch.setattr(cmd.patches, "checkpatch", lambda tree: 0)
+    monkeypatch.setattr(cmd.bisect, "check",
+                        lambda kernel, first, last: calls.append((kernel, first, last)) or 1)
+    a = cli.build_parser().parse_args(["patches", "check"])
+    assert a.func(a) == 0 and calls == []
+    a = cli.build_parser().parse_args(["patches", "check", "--bisect", "--last", "5"])
+    assert a.func(a) == 1 and calls == [(None, 1, 5)]
+    a = cli.build_parser().parse_args(["patches", "check", "--first", "3"])
+    with pytest.raises(patches.KmlError, match="add --bisect"):
+        a.func(a)

@@ -1,7 +1,8 @@
 """./kml patches apply|export|check: the kernel patch series."""
 from pathlib import Path
 
-from .. import patches, setup
+from .. import bisect, kbuild, patches, setup
+from ..paths import KmlError
 
 
 def register(sub):
@@ -13,8 +14,21 @@ def register(sub):
     pe.add_argument("--from", dest="tree", metavar="TREE",
                     help="tree to export (default build/linux)")
     pe.set_defaults(func=export)
-    psub.add_parser("check", help="run scripts/checkpatch.pl on every patch of the series"
-                    ).set_defaults(func=check)
+    pc = psub.add_parser("check", help="run scripts/checkpatch.pl on every patch of the series",
+                         description="checkpatch.pl on every patch; with --bisect, also "
+                         "build every prefix of the series (a worktree build/linux-bisect "
+                         "and build/obj-bisect-KERNEL; the first prefix is a full build, "
+                         "the others incremental) and stop at the first that fails")
+    pc.add_argument("--bisect", action="store_true",
+                    help="also build each prefix of the series")
+    pc.add_argument("--kernel", choices=list(kbuild.KERNELS),
+                    help="the kernel configuration the prefixes are built as "
+                    "(default: default)")
+    pc.add_argument("--first", type=int, metavar="N",
+                    help="first prefix to build (default 1: the first patch alone)")
+    pc.add_argument("--last", type=int, metavar="N",
+                    help="last prefix to build (default: the whole series)")
+    pc.set_defaults(func=check)
 
 
 def apply(a):
@@ -29,5 +43,11 @@ def export(a):
 
 
 def check(a):
+    if not a.bisect and (a.kernel or a.first or a.last):
+        raise KmlError("--kernel, --first and --last choose what --bisect builds; "
+                       "add --bisect")
     setup.setup(quiet=True)
-    return patches.checkpatch(patches.ensure_tree())
+    status = patches.checkpatch(patches.ensure_tree())
+    if a.bisect:
+        status |= bisect.check(a.kernel, first=a.first or 1, last=a.last)
+    return status
