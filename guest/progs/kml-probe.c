@@ -7,11 +7,16 @@
  *   kml-probe exec PROG ARGS execv PROG (mode decided afresh)
  *   kml-probe sleep SECONDS  for ptrace targets
  *   kml-probe spin N         N getppid() calls and some arithmetic
+ *   kml-probe uring-sleep S  dumpable, an io_uring SQPOLL ring (a kernel
+ *                            thread of the process), then sleep S: a
+ *                            ptrace target reached through that thread
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/io_uring.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,6 +78,17 @@ int main(int argc, char **argv)
 		return 127;
 	} else if (!strcmp(cmd, "sleep") && argc > 2) {
 		sleep(atoi(argv[2]));
+	} else if (!strcmp(cmd, "uring-sleep") && argc > 2) {
+		struct io_uring_params p = {
+			.flags = IORING_SETUP_SQPOLL, .sq_thread_idle = 60000,
+		};
+
+		if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) ||
+		    syscall(__NR_io_uring_setup, 4, &p) < 0) {
+			perror("io_uring_setup");
+			return 4;
+		}
+		sleep(atoi(argv[2]));
 	} else if (!strcmp(cmd, "spin") && argc > 2) {
 		long n = atol(argv[2]), acc = 0;
 
@@ -80,7 +96,7 @@ int main(int argc, char **argv)
 			acc += syscall(SYS_getppid) ^ i;
 		return acc == 0x7fffffff;	/* keep acc alive */
 	} else {
-		fprintf(stderr, "usage: kml-probe info|fork-info|exec PROG...|sleep S|spin N\n");
+		fprintf(stderr, "usage: kml-probe info|fork-info|exec PROG...|sleep S|spin N|uring-sleep S\n");
 		return 2;
 	}
 	return 0;

@@ -275,19 +275,24 @@ TEST(fork_keeps_and_exec_decides_afresh)
 	ASSERT_STREQ(KERNEL_LINE, out);
 }
 
-/* Start "prog sleep 10" as uid; returns its pid. */
-static pid_t start_sleeper(const char *prog, uid_t uid)
+/* Start "prog CMD 10" as uid; returns its pid. */
+static pid_t start_sleeper_cmd(const char *prog, const char *cmd, uid_t uid)
 {
 	pid_t pid = fork();
 
 	if (pid == 0) {
 		if (uid && become_user(uid))
 			_exit(122);
-		execl(prog, prog, "sleep", "10", NULL);
+		execl(prog, prog, cmd, "10", NULL);
 		_exit(127);
 	}
 	usleep(300 * 1000);	/* let it exec */
 	return pid;
+}
+
+static pid_t start_sleeper(const char *prog, uid_t uid)
+{
+	return start_sleeper_cmd(prog, "sleep", uid);
 }
 
 /*
@@ -337,6 +342,61 @@ TEST(non_root_cannot_tamper_with_kernel_mode_process)
 	EXPECT_EQ(7, tamper(kml, USER_UID));
 	/* Root (CAP_SYS_PTRACE) may */
 	EXPECT_EQ(0, tamper(kml, 0));
+	kill(kml, SIGKILL);
+	kill(usr, SIGKILL);
+	waitpid(kml, NULL, 0);
+	waitpid(usr, NULL, 0);
+	ASSERT_EQ(0, write_sysctl("kml_group", "-1"));
+}
+
+/* The io_uring SQPOLL thread ("iou-sqp-PID") of pid, or 0 */
+static pid_t sqpoll_thread(pid_t pid)
+{
+	char path[320], comm[32];
+	pid_t tid = 0;
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while (!tid && (d = readdir(dir))) {
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", pid, d->d_name);
+		if (kml_read_file(path, comm, sizeof(comm)) > 0 &&
+		    !strncmp(comm, "iou-sqp-", 8))
+			tid = atoi(d->d_name);
+	}
+	closedir(dir);
+	return tid;
+}
+
+/*
+ * The same for the threads that share a kernel-mode mm but never return
+ * to the program, so never run at CPL 0 themselves: an io_uring SQPOLL
+ * thread of a group member's dumpable program.  Writing the mm through
+ * that thread writes code that runs at CPL 0: refused like the program.
+ */
+TEST(non_root_cannot_tamper_through_an_io_uring_thread)
+{
+	pid_t kml, usr, tid;
+
+	install_probe(_metadata);
+	ASSERT_EQ(0, write_sysctl("kml_group", "1000"));
+	kml = start_sleeper_cmd("/trusted/kml-probe", "uring-sleep", USER_UID);
+	usr = start_sleeper_cmd(PROBE, "uring-sleep", USER_UID);
+	tid = sqpoll_thread(usr);
+	if (!tid) {
+		kill(kml, SIGKILL);
+		kill(usr, SIGKILL);
+		write_sysctl("kml_group", "-1");
+		SKIP(return, "no io_uring SQPOLL thread (CONFIG_IO_URING?)");
+	}
+	/* Same user, user-mode target's thread: allowed (control) */
+	EXPECT_EQ(0, tamper(tid, USER_UID));
+	tid = sqpoll_thread(kml);
+	ASSERT_NE(0, tid);
+	EXPECT_EQ(7, tamper(tid, USER_UID));
 	kill(kml, SIGKILL);
 	kill(usr, SIGKILL);
 	waitpid(kml, NULL, 0);
@@ -537,6 +597,38 @@ static int keep_only_rawio(void)
 static int drop_sys_admin(void)
 {
 	return keep_caps(~0ULL & ~(1ULL << CAP_SYS_ADMIN));
+}
+
+/* Root in the kml group, as a container's root without a user namespace */
+static int join_group_keep_setgid(void)
+{
+	gid_t g = USER_UID;
+
+	return setgroups(1, &g) || keep_caps(1ULL << CAP_SETGID);
+}
+
+static int join_group_no_caps(void)
+{
+	gid_t g = USER_UID;
+
+	return setgroups(1, &g) || keep_caps(0);
+}
+
+/*
+ * Membership of the kml group counts only where the administrator gave
+ * it: a caller with CAP_SETGID could have joined by itself.
+ */
+TEST(group_membership_with_cap_setgid_does_not_count)
+{
+	struct spawn setgid = { .setup = join_group_keep_setgid };
+	struct spawn member = { .setup = join_group_no_caps };
+
+	install_probe(_metadata);
+	ASSERT_EQ(0, write_sysctl("kml_group", "1000"));
+	EXPECT_USER(&setgid, "/trusted/kml-probe");
+	/* Control: the same membership without CAP_SETGID */
+	EXPECT_MODE(&member, "/trusted/kml-probe", KERNEL_LINE);
+	ASSERT_EQ(0, write_sysctl("kml_group", "-1"));
 }
 
 TEST(root_without_cap_sys_rawio_runs_in_user_mode)
@@ -892,6 +984,73 @@ TEST_F(tdir, renamed_trusted_dir_is_no_longer_trusted)
 	ASSERT_EQ(0, chmod(TDIR, 0755));
 	ASSERT_EQ(0, copy_file(PROBE, TDIR "/kml-probe", 0755, 0));
 	EXPECT_MODE(NULL, TDIR "/kml-probe", KERNEL_LINE);
+}
+
+/*
+ * The trusted directory is what its path names only while nobody but
+ * root can change that: a directory on the path writable by others, or
+ * a symbolic link on it, makes the setting refused, and a later change
+ * of an ancestor makes the directory untrusted at once.
+ */
+#define OPEN_PARENT	"/kml-open"
+#define OPEN_TDIR	OPEN_PARENT "/t"
+
+FIXTURE(open_parent) {
+	char old[256];
+};
+
+FIXTURE_SETUP(open_parent)
+{
+	install_probe(_metadata);
+	ASSERT_EQ(0, read_sysctl("kml_trusted_dir", self->old, sizeof(self->old)));
+	mkdir(OPEN_PARENT, 0755);
+	ASSERT_EQ(0, chmod(OPEN_PARENT, 0755));
+	mkdir(OPEN_TDIR, 0755);
+	ASSERT_EQ(0, chmod(OPEN_TDIR, 0755));
+	ASSERT_EQ(0, copy_file(PROBE, OPEN_TDIR "/kml-probe", 0755, 0));
+}
+
+FIXTURE_TEARDOWN_PARENT(open_parent)
+{
+	write_sysctl("kml_trusted_dir", self->old);
+	unlink(OPEN_PARENT "/link");
+	unlink(OPEN_TDIR "/kml-probe");
+	rmdir(OPEN_TDIR);
+	rmdir(OPEN_PARENT);
+}
+
+TEST_F(open_parent, writable_ancestor_is_refused_then_untrusts)
+{
+	char val[256];
+
+	ASSERT_EQ(0, chmod(OPEN_PARENT, 0777));
+	ASSERT_NE(0, write_sysctl("kml_trusted_dir", OPEN_TDIR));
+	ASSERT_EQ(0, read_sysctl("kml_trusted_dir", val, sizeof(val)));
+	ASSERT_STREQ(self->old, val);
+	/* Control: root's own parent */
+	ASSERT_EQ(0, chmod(OPEN_PARENT, 0755));
+	ASSERT_EQ(0, write_sysctl("kml_trusted_dir", OPEN_TDIR));
+	EXPECT_MODE(NULL, OPEN_TDIR "/kml-probe", KERNEL_LINE);
+	/* Opened to others later: untrusted from the next exec on */
+	ASSERT_EQ(0, chmod(OPEN_PARENT, 0757));
+	EXPECT_MODE(NULL, OPEN_TDIR "/kml-probe", USER_LINE);
+	ASSERT_EQ(0, chmod(OPEN_PARENT, 0755));
+	EXPECT_MODE(NULL, OPEN_TDIR "/kml-probe", KERNEL_LINE);
+}
+
+TEST_F(open_parent, symlink_on_the_path_is_not_followed)
+{
+	/* a link to /trusted: refused as the setting ... */
+	ASSERT_EQ(0, symlink("/trusted", OPEN_PARENT "/link"));
+	ASSERT_NE(0, write_sysctl("kml_trusted_dir", OPEN_PARENT "/link"));
+	/* ... and, made after it, no longer the trusted directory */
+	ASSERT_EQ(0, write_sysctl("kml_trusted_dir", OPEN_TDIR));
+	ASSERT_EQ(0, rename(OPEN_TDIR, OPEN_PARENT "/t2"));
+	ASSERT_EQ(0, symlink("/trusted", OPEN_TDIR));
+	EXPECT_MODE(NULL, "/trusted/kml-probe", USER_LINE);
+	ASSERT_EQ(0, unlink(OPEN_TDIR));
+	ASSERT_EQ(0, rename(OPEN_PARENT "/t2", OPEN_TDIR));
+	EXPECT_MODE(NULL, OPEN_TDIR "/kml-probe", KERNEL_LINE);
 }
 
 /* In a child as uid (0: root with keep applied): write val to name. */

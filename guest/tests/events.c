@@ -31,6 +31,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -138,6 +139,41 @@ static int peer_membarrier(void)
 	return ret;
 }
 
+static volatile unsigned long int2s;
+
+static void skip_int2(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+
+	(void)sig;
+	(void)si;
+	int2s++;
+	uc->uc_mcontext.gregs[REG_RIP] += 2;
+}
+
+/*
+ * int2 CPU SECONDS: INT $2 in a loop for SECONDS, each the SIGSEGV of an
+ * ordinary process, stepped over by the handler.  INT $2 does not block
+ * NMIs; the other side sends real ones meanwhile.
+ */
+static int peer_int2(int cpu, int secs)
+{
+	struct sigaction sa = { .sa_sigaction = skip_int2, .sa_flags = SA_SIGINFO };
+	unsigned long n = 0;
+	time_t end;
+
+	if (pin_to(cpu) || sigaction(SIGSEGV, &sa, NULL))
+		return 1;
+	printf("cpu %d\n", sched_getcpu());
+	end = time(NULL) + secs;
+	do {
+		for (int i = 0; i < 100; i++, n++)
+			asm volatile("int $2" ::: "memory");
+	} while (time(NULL) < end);
+	printf("int2 %lu signals for %lu INT $2\n", int2s, n);
+	return 0;
+}
+
 static int peer(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -150,6 +186,8 @@ static int peer(int argc, char **argv)
 		return peer_spin(atoi(argv[1]), argv[2]);
 	if (argc >= 1 && !strcmp(argv[0], "membarrier"))
 		return peer_membarrier();
+	if (argc >= 3 && !strcmp(argv[0], "int2"))
+		return peer_int2(atoi(argv[1]), atoi(argv[2]));
 	printf("unknown peer command\n");
 	return 2;
 }
@@ -387,6 +425,55 @@ TEST_F_TIMEOUT(kernel_mode, cli_spin_after_cd_02_is_killed_by_the_watchdog, 200)
 		usleep(100000);
 	TH_LOG("NMIs on CPU 1: %ld before SysRq-l, %ld after", before, after);
 	EXPECT_LT(before, after);
+}
+
+/*
+ * A program's INT $2 runs the NMI gate without blocking NMIs.  While it
+ * loops on INT $2 on CPU 1, this side sends NMI backtraces (SysRq-l) to
+ * CPU 1: every NMI is handled (CPU 1's count grows), the machine goes on,
+ * and the program ends as it would (each INT $2 a SIGSEGV, unless an NMI
+ * coincides with it: then it may go unsignalled, or, if the NMI lands
+ * while the INT's frame is still on the KML NMI stack, the program is
+ * killed).  Before the NMI had a stack of its own, CPU 1 ended in a page
+ * fault loop and the machine stopped.
+ */
+TEST_F_TIMEOUT(kernel_mode, int2_loop_under_nmi_backtraces, 200)
+{
+	const char *args[] = { "int2", "1", "10", NULL };
+	char levels[64], line[64];
+	long took, before, after;
+	int rc, sent = 0;
+	struct peer p;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "the NMIs come from a second CPU");
+	ASSERT_EQ(0, pin_to(0));
+	ASSERT_EQ(0, peer_start(&p, args));
+	ASSERT_NE(NULL, fgets(line, sizeof(line), p.out));
+	printf("# peer: %s", line);
+	before = interrupts_on("NMI:", 1);
+	ASSERT_LE(0, before);
+	/* the backtraces go to the kernel log only */
+	ASSERT_LE(0, kml_read_file("/proc/sys/kernel/printk", levels, sizeof(levels)));
+	ASSERT_EQ(0, write_file("/proc/sys/kernel/printk", "1"));
+	/* the peer loops for 10 s; these take about 3 s under TCG */
+	for (int i = 0; i < 150; i++) {
+		if (!write_file("/proc/sysrq-trigger", "l"))
+			sent++;
+		usleep(20000);
+	}
+	sleep(1);	/* the last backtraces go out from an irq_work */
+	write_file("/dev/kmsg", "kml-events: NMI backtraces done\n");
+	levels[strcspn(levels, " \t")] = '\0';
+	write_file("/proc/sys/kernel/printk", levels);
+	after = interrupts_on("NMI:", 1);
+	while (fgets(line, sizeof(line), p.out))
+		printf("# peer: %s", line);
+	rc = peer_wait(&p, 60, &took);
+	TH_LOG("%d SysRq-l, NMIs on CPU 1: %ld -> %ld; peer exit %d", sent, before,
+	       after, rc);
+	EXPECT_TRUE(rc == 0 || rc == 128 + SIGKILL);
+	EXPECT_LT(before + sent / 2, after);
 }
 
 /*
