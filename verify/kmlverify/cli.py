@@ -31,9 +31,9 @@ class _Usage(Exception):
     pass
 
 
-def build_parser():
-    """The argument parser."""
-    ap = _Parser(prog="kml verify",
+def build_parser(add_help=True):
+    """The argument parser; add_help=False for a parent parser (./kml verify's)."""
+    ap = _Parser(prog="kml verify", add_help=add_help,
                  description="Disassemble the executable segments of ELF programs, their "
                              "interpreter and shared libraries, and report privileged or "
                              "segment-altering x86-64 instructions (admission check for "
@@ -155,6 +155,12 @@ def _main(argv, out):
         return EXIT_ERROR
     except SystemExit as e:          # --help
         return EXIT_CLEAN if not e.code else EXIT_ERROR
+    return run(args, out)
+
+
+def run(args, out=None):
+    """Run ``kml verify`` with parsed arguments (build_parser()'s); return the exit status."""
+    out = out or sys.stdout
     if args.policy:
         print_policy(out)
         return EXIT_CLEAN

@@ -18,8 +18,8 @@ def register(sub):
                    help=f"the CI form: {len(soak.SHORT)} stressors, "
                         f"{' and '.join(configs.SOAK_SHORT)}, fewer trinity calls")
     p.add_argument("--config", action="append", choices=list(configs.SOAK),
-                   help="configuration(s) to boot (default: all four; --short: "
-                        f"{' '.join(configs.SOAK_SHORT)})")
+                   help=f"configuration(s) to boot (default: all {len(configs.SOAK)}: "
+                        f"{' '.join(configs.SOAK)}; --short: {' '.join(configs.SOAK_SHORT)})")
     p.add_argument("--stressor-timeout", type=positive_int, metavar="S",
                    help="seconds per stressor and mode (default 2)")
     p.add_argument("--calls", type=positive_int, metavar="N",
