@@ -97,8 +97,8 @@ def test_a_chain_checks_all_then_builds_all_and_stops_at_a_failure(saved):
 def test_every_command_dispatches_through_func():
     sub = cli.build_parser()._subparsers._group_actions[0]
     assert list(sub.choices) == ["setup", "build", "run", "package", "test", "bench", "apps",
-                                 "demo", "kstack-bench", "soak", "patches", "verify",
-                                 "appliance", "pathlen"]
+                                 "demo", "kstack-bench", "soak", "fuzz", "patches",
+                                 "verify", "appliance", "pathlen"]
     for name, p in sub.choices.items():
         if name == "patches":
             continue
