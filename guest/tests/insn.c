@@ -339,6 +339,45 @@ TEST(single_step_into_a_wild_jump_gives_sigtrap)
 }
 
 /*
+ * A signal handler that sets a non-canonical RIP in its context: the
+ * return from the handler cannot load it, and an ordinary process gets
+ * SIGSEGV with SI_KERNEL (the #GP of IRET, delivered with the frame it
+ * failed to load).  So must a kernel-mode process: its IRET faults the
+ * same way (found by ./kml fuzz, where CPL 0 got SEGV_MAPERR).
+ */
+#define NONCANONICAL_RIP	0x8000000000001000UL
+
+static void rip_to_noncanonical(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+
+	(void)sig;
+	(void)si;
+	uc->uc_mcontext.gregs[REG_RIP] = NONCANONICAL_RIP;
+}
+
+static void trap_then_noncanonical_rip(void)
+{
+	struct sigaction sa = { .sa_sigaction = rip_to_noncanonical,
+				.sa_flags = SA_SIGINFO };
+
+	sigaction(SIGTRAP, &sa, NULL);
+	asm volatile("int3" ::: "memory");
+}
+
+TEST(sigreturn_to_a_noncanonical_rip_gives_sigsegv)
+{
+	struct outcome o;
+
+	TH_LOG("CPL %d", kml_cpl());
+	ASSERT_EQ(0, run_child(trap_then_noncanonical_rip, &o));
+	EXPECT_EQ(SIGSEGV, o.sig);
+	EXPECT_EQ(SI_KERNEL, o.code);
+	EXPECT_EQ(13, o.trapno);
+	EXPECT_EQ(NONCANONICAL_RIP, o.ip);
+}
+
+/*
  * Real faults right after an instruction whose last two bytes are CD n,
  * the encoding of INT n: the CPU raises the fault itself, at the faulting
  * instruction, and the program must get the fault's own signal -- not

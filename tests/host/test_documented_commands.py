@@ -22,11 +22,11 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PLACEHOLDERS = {"FILE": "/bin/true", "FILE...": "/bin/true", "CMD": "true", "NAME": "default",
                 "MODEL": "EPYC-Milan", "N": "2", "S": "1", "M": "1", "ARGS": "pti=off",
                 "MIB": "64", "HOST[:GUEST]": "/bin/true", "HOST:GUEST": "/bin/true",
-                "SECONDS": "1", "SIZE": "512M", "EXPR": "x"}
+                "SECONDS": "1", "SIZE": "512M", "EXPR": "x", "LIST": "hole"}
 # ./kml test --config NAME / soak --config NAME / bench --config NAME take
 # a configuration name, not a kernel name
 CONFIG_OF = {"test": "smp2-pti-off", "soak": "pti-off", "bench": "debian-pti-off",
-             "apps": "pti-off"}
+             "apps": "pti-off", "fuzz": "smp2-pti-off"}
 
 
 def documented_lines():

@@ -1,4 +1,5 @@
 """Unit tests of the patch-series workflow on a tiny synthetic "kernel"."""
+import os
 import subprocess
 import tarfile
 
@@ -122,9 +123,14 @@ def test_export_round_trip(env):
 
 
 def _commit(tree, path, text, subject):
+    # a fixed date: the same commit made again must export the same text,
+    # whichever second it is made in
+    date = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
+            "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000"}
     (tree / path).write_text(text)
     subprocess.run(GIT + ["add", path], cwd=tree, check=True)
-    subprocess.run(GIT + ["commit", "-qm", subject], cwd=tree, check=True)
+    subprocess.run(GIT + ["commit", "-qm", subject], cwd=tree, check=True,
+                   env={**os.environ, **date})
 
 
 def test_adding_a_patch_renames_no_other_file(env):
