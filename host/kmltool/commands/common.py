@@ -7,14 +7,22 @@ from .. import initramfs, kbuild, setup
 from ..util import say
 
 
-def positive_int(s):
+def _positive(s, kind):
     try:
-        v = int(s)
+        v = kind(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {s!r}")
     return v
+
+
+def positive_int(s):
+    return _positive(s, int)
+
+
+def positive_float(s):
+    return _positive(s, float)
 
 
 def smp_count(s):

@@ -3,7 +3,6 @@ one boot running kml-fuzz (or, with --minutes, boots of batches with fresh
 seeds until the time is used), the TAP parsed, the console checked, the
 divergent seeds printed with the command that reproduces each, a JSON
 summary per configuration in build/fuzz/."""
-import argparse
 import random
 import sys
 import time
@@ -11,21 +10,12 @@ import time
 from .. import configs, fuzz, guestrun, kbuild, qemu
 from ..paths import KmlError
 from ..util import say
-from .common import add_kernel_option, add_vm_options, build_all, positive_int, vm_options
+from .common import (add_kernel_option, add_vm_options, build_all, positive_float,
+                     positive_int, vm_options)
 
 BOOT_S = 60             # --minutes: what a boot costs besides the fuzzing (TCG)
 MIN_BATCH_S = 60        # --minutes: no batch shorter than this
 BATCH_MAX = 10 ** 9     # --minutes: the count of a batch that time ends
-
-
-def positive_float(s):
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {s!r}")
-    return v
 
 
 def register(sub):
