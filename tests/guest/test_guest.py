@@ -608,8 +608,8 @@ def test_dynamic_kstacks_without_kernel_mode_processes():
     assert faults > 0
 
 
-PROCESS_TESTS = len(re.findall(r"^TEST(?:_SIGNAL)?\(", (GUEST_TESTS / "process.c").read_text(),
-                                re.M))
+PROCESS_TESTS = len(re.findall(r"^TEST(?:_SIGNAL|_F|_F_TIMEOUT|_F_SIGNAL)?\(",
+                                (GUEST_TESTS / "process.c").read_text(), re.M))
 
 
 SYSCTL = "/proc/sys/kernel/"
