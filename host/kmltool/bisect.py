@@ -45,7 +45,7 @@ def _configure(wt, k):
         else:
             base.write(wt, k)
     run([str(wt / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(k.obj),
-         str(k.obj / ".config"), *map(str, k.fragments)], cwd=wt, capture=True)
+         str(k.obj / ".config"), *map(str, kbuild.fragments(k))], cwd=wt, capture=True)
     kbuild.make(wt, k, "olddefconfig", capture=True)
 
 

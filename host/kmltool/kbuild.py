@@ -5,7 +5,7 @@ import re
 import shutil
 from pathlib import Path
 
-from . import paths, patches
+from . import paths, patches, signing
 from .paths import KmlError
 from .util import digest, run, say
 
@@ -160,9 +160,18 @@ def ccache_env(environ):
     return env
 
 
+def fragments(k):
+    """k's fragments, and the one that makes a kernel with
+    KML_SIGNED_PROGRAMS trust this build directory's signing key."""
+    frags = list(k.fragments)
+    if any(parse_fragment(f).get("CONFIG_KML_SIGNED_PROGRAMS") == "y" for f in frags):
+        frags.append(signing.fragment())
+    return frags
+
+
 def configure(tree, k):
-    frags = k.fragments
-    names = " + ".join([*map(str, k.base), *(str(f.relative_to(paths.ROOT)) for f in frags)])
+    frags = fragments(k)
+    names = " + ".join([*map(str, k.base), *(os.path.relpath(f, paths.ROOT) for f in frags)])
     state = patches.load_state(tree) or {}
     bases = [b if isinstance(b, str) else b.identity() for b in k.base]
     want = digest(*bases, *(f.read_bytes() for f in frags), state.get("tarball"),

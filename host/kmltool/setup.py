@@ -23,6 +23,7 @@ PACKAGES = {
     "bc": "kernel build",
     "libelf-dev": "kernel build (objtool)",
     "libssl-dev": "kernel build (certificate tools)",
+    "openssl": "the key the built kernels trust for signed kernel-mode programs (build/keys)",
     "xz-utils": "unpacks the source tarball",
     "git": "the patch-series tree",
     "ccache": "fast kernel rebuilds",
