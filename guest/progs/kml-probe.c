@@ -10,12 +10,20 @@
  *   kml-probe uring-sleep S  dumpable, an io_uring SQPOLL ring (a kernel
  *                            thread of the process), then sleep S: a
  *                            ptrace target reached through that thread
+ *   kml-probe map-exec FILE  map FILE executable, then readable and
+ *                            mprotect() it executable: "mmap=R mprotect=R"
+ *                            (R: ok or the error's name)
+ *   kml-probe kfunc NAME     open a kernel-library handle: "kfunc=R"
  */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/io_uring.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -42,6 +50,40 @@ static int kernel_mode(void)
 			break;
 	fclose(f);
 	return v;
+}
+
+/* The kernel-library handle request (arch/x86/include/uapi/asm/prctl.h) */
+#define ARCH_KML_KFUNC_OPEN	0x6001
+
+static const char *result(int err)
+{
+	return err ? strerrorname_np(err) : "ok";
+}
+
+/* Map @path executable, and readable then mprotect()ed executable */
+static int map_exec(const char *path)
+{
+	int fd = open(path, O_RDONLY), e1 = 0, e2 = 0;
+	void *p;
+
+	if (fd < 0) {
+		perror(path);
+		return 5;
+	}
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED)
+		e1 = errno;
+	else
+		munmap(p, 4096);
+	p = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p == MAP_FAILED) {
+		perror("mmap PROT_READ");
+		return 6;
+	}
+	if (mprotect(p, 4096, PROT_READ | PROT_EXEC))
+		e2 = errno;
+	printf("mmap=%s mprotect=%s\n", result(e1), result(e2));
+	return 0;
 }
 
 static void info(void)
@@ -89,6 +131,12 @@ int main(int argc, char **argv)
 			return 4;
 		}
 		sleep(atoi(argv[2]));
+	} else if (!strcmp(cmd, "map-exec") && argc > 2) {
+		return map_exec(argv[2]);
+	} else if (!strcmp(cmd, "kfunc") && argc > 2) {
+		long r = syscall(SYS_arch_prctl, ARCH_KML_KFUNC_OPEN, argv[2]);
+
+		printf("kfunc=%s\n", result(r < 0 ? errno : 0));
 	} else if (!strcmp(cmd, "spin") && argc > 2) {
 		long n = atol(argv[2]), acc = 0;
 
@@ -96,7 +144,7 @@ int main(int argc, char **argv)
 			acc += syscall(SYS_getppid) ^ i;
 		return acc == 0x7fffffff;	/* keep acc alive */
 	} else {
-		fprintf(stderr, "usage: kml-probe info|fork-info|exec PROG...|sleep S|spin N|uring-sleep S\n");
+		fprintf(stderr, "usage: kml-probe info|fork-info|exec PROG...|sleep S|spin N|uring-sleep S|map-exec FILE|kfunc NAME\n");
 		return 2;
 	}
 	return 0;

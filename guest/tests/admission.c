@@ -862,6 +862,34 @@ TEST_F(interp, interpreter_must_pass_the_rules_too)
 	ASSERT_EQ(0, umount(self->path));
 }
 
+static char interp_path[256];
+
+/* A root-owned copy of the interpreter bound over it, in a new namespace */
+static int bind_interp_in_mount_namespace(void)
+{
+	if (enter_mount_namespace())
+		return -1;
+	return mount("/tmp/ld-root.so", interp_path, NULL, MS_BIND, NULL);
+}
+
+/*
+ * A root-owned, unwritable loader that is not the one the administrator
+ * installed -- a rootful container's own, here bound over the path in
+ * another mount namespace -- passes the file rules, but is not the file
+ * its path names in the initial mount namespace: user mode.  A plain
+ * copy of the initial namespace's mounts is no reason to refuse.
+ */
+TEST_F(interp, interpreter_of_another_mount_namespace_is_refused)
+{
+	struct spawn bound = { .setup = bind_interp_in_mount_namespace };
+	struct spawn copy = { .setup = enter_mount_namespace };
+
+	ASSERT_LT(strlen(self->path), sizeof(interp_path));
+	strcpy(interp_path, self->path);
+	EXPECT_USER(&bound, "/trusted/kml-probe-dyn");
+	EXPECT_MODE(&copy, "/trusted/kml-probe-dyn", KERNEL_LINE);
+}
+
 /*
  * kernel.kml_trusted_dir names another directory; a nosuid mount there
  * is refused.  Bad values fail and change nothing.

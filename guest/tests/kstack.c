@@ -21,9 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/io_uring.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -382,6 +384,103 @@ TEST(contexts_that_must_not_die_grow_from_the_reserve)
 		err = starve("kthread 12");
 	EXPECT_EQ(0, err);
 	EXPECT_LT(used, vmstat("nr_dynamic_stack_reserve_used"));
+}
+
+/*
+ * Write @text to @path through io_uring, forced to an io-wq worker
+ * (IOSQE_ASYNC): the write runs in a PF_IO_WORKER thread of this
+ * process.  Its result (bytes or -errno), or -errno of the ring's setup.
+ */
+static int uring_worker_write(const char *path, const char *text)
+{
+	struct io_uring_params p = { 0 };
+	struct io_uring_sqe *sqes;
+	struct io_uring_cqe *cqe;
+	char *sq, *cq;
+	int fd, ring, ret;
+
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	ring = syscall(__NR_io_uring_setup, 1, &p);
+	if (ring < 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	sq = mmap(NULL, p.sq_off.array + p.sq_entries * sizeof(unsigned int),
+		  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+		  IORING_OFF_SQ_RING);
+	cq = mmap(NULL, p.cq_off.cqes + p.cq_entries * sizeof(*cqe),
+		  PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring,
+		  IORING_OFF_CQ_RING);
+	sqes = mmap(NULL, p.sq_entries * sizeof(*sqes), PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_POPULATE, ring, IORING_OFF_SQES);
+	if (sq == MAP_FAILED || cq == MAP_FAILED || sqes == MAP_FAILED) {
+		ret = -errno;
+		goto out;
+	}
+	memset(&sqes[0], 0, sizeof(sqes[0]));
+	sqes[0].opcode = IORING_OP_WRITE;
+	sqes[0].flags = IOSQE_ASYNC;
+	sqes[0].fd = fd;
+	sqes[0].addr = (unsigned long)text;
+	sqes[0].len = strlen(text);
+	((unsigned int *)(sq + p.sq_off.array))[0] = 0;
+	__atomic_store_n((unsigned int *)(sq + p.sq_off.tail), 1, __ATOMIC_RELEASE);
+	if (syscall(__NR_io_uring_enter, ring, 1, 1, IORING_ENTER_GETEVENTS,
+		    NULL, 0) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	cqe = (struct io_uring_cqe *)(cq + p.cq_off.cqes) +
+	      (*(unsigned int *)(cq + p.cq_off.head) &
+	       *(unsigned int *)(cq + p.cq_off.ring_mask));
+	ret = cqe->res;
+out:
+	close(ring);
+	close(fd);
+	return ret;
+}
+
+static int starve_worker_child(void *arg)
+{
+	int ret = uring_worker_write(STARVE, "task 12");
+
+	if (ret == -EAGAIN)		/* a cached stack that grew before */
+		return 5;
+	if (ret != 7)
+		printf("# task 12 from an io-wq worker: %s\n",
+		       ret < 0 ? strerror(-ret) : "short write");
+	return ret == 7 ? 0 : 1;
+}
+
+/*
+ * An io_uring worker (PF_IO_WORKER) never returns to user mode, where a
+ * deferred kill is taken: with every pool looking empty it grows its
+ * stack from the reserve as a context that cannot be killed.  The driver
+ * fails the write with EDEADLK if the worker was marked for a deferred
+ * kill; the process must not be killed, and no kill is counted.
+ */
+TEST(io_uring_worker_grows_from_the_reserve_without_a_kill)
+{
+	long used = vmstat("nr_dynamic_stack_reserve_used");
+	long kills = vmstat("nr_dynamic_stack_kills");
+	int status, tries;
+
+	if (!dynamic_on())
+		SKIP(return, "dynamic_kstacks=on only");
+	for (tries = 0; tries < 8; tries++) {
+		status = in_fresh_child(starve_worker_child, NULL);
+		if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 5)
+			break;
+	}
+	ASSERT_TRUE(status >= 0 && WIFEXITED(status)) {
+		TH_LOG("the process was killed: status %#x", status);
+	}
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_LT(used, vmstat("nr_dynamic_stack_reserve_used"));
+	EXPECT_EQ(kills, vmstat("nr_dynamic_stack_kills"));
 }
 
 #define POOLS "/sys/kernel/debug/dynamic_kstacks/pools"
