@@ -862,6 +862,30 @@ TEST_F(interp, interpreter_must_pass_the_rules_too)
 	ASSERT_EQ(0, umount(self->path));
 }
 
+/*
+ * A file that a kernel-mode process maps executable after exec (a
+ * library, a plugin) runs at CPL 0 too: it must pass the interpreter's
+ * rules.  A user's copy and root's copy in a world-writable directory
+ * are refused; the system's loader, and any file in user mode, are not.
+ */
+TEST_F(interp, executable_mappings_must_pass_the_rules_too)
+{
+	char out[256];
+
+	ASSERT_EQ(0, spawn(NULL, out, sizeof(out), "/trusted/kml-probe",
+			   "map-exec", "/tmp/ld-user.so", NULL));
+	EXPECT_EQ(0, strncmp(out, "mmap=EPERM ", 11)) TH_LOG("%s", out);
+	ASSERT_EQ(0, spawn(NULL, out, sizeof(out), "/trusted/kml-probe",
+			   "map-exec", "/tmp/ld-root.so", NULL));
+	EXPECT_EQ(0, strncmp(out, "mmap=EPERM ", 11)) TH_LOG("%s", out);
+	ASSERT_EQ(0, spawn(NULL, out, sizeof(out), "/trusted/kml-probe",
+			   "map-exec", self->path, NULL));
+	EXPECT_EQ(0, strncmp(out, "mmap=ok mprotect=ok", 19)) TH_LOG("%s", out);
+	ASSERT_EQ(0, spawn(NULL, out, sizeof(out), PROBE, "map-exec",
+			   "/tmp/ld-user.so", NULL));
+	EXPECT_EQ(0, strncmp(out, "mmap=ok mprotect=ok", 19)) TH_LOG("%s", out);
+}
+
 static char interp_path[256];
 
 /* A root-owned copy of the interpreter bound over it, in a new namespace */
