@@ -146,6 +146,41 @@ def gdb_socket(rundir):
     return str(path) if len(str(path)) < 100 else f"/tmp/kml-gdb-{rundir.name}.sock"
 
 
+# QEMU before 8.0 emulates CMPXCHG8B/CMPXCHG16B in a helper that computes
+# the flags it keeps (all but ZF) from the condition-code state last stored
+# to the CPU, not from the instructions just before it: after POPF (or any
+# end of a translation block that stored "flags are in CC_SRC") and an ADD,
+# the helper takes the ADD's source operand for RFLAGS.  An interrupt that
+# arrives before the next flag-setting instruction pushes those bits; its
+# IRET loads TF, DF, AC, NT and IOPL from them (a kernel that uses slub's
+# per-CPU CMPXCHG16B, such as Debian's, double-faults within minutes of
+# random system calls).  guest/tests/cx16flags.c reproduces it.  Under such
+# a TCG the guest gets no CX16: kernels then use their CMPXCHG16B emulation.
+TCG_CX16_FIXED = (8, 0)
+
+
+def qemu_version():
+    """(major, minor) of the installed QEMU, or None if it cannot say."""
+    try:
+        out = subprocess.run([QEMU, "--version"], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"version (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def cpu_model(accel, cpu=None, version=None):
+    """The -cpu value: cpu (default max), without CX16 under a TCG whose
+    CMPXCHG16B loses the flags (see TCG_CX16_FIXED)."""
+    model = cpu or "max"
+    if accel == "tcg":
+        version = version or qemu_version()
+        if version is None or version < TCG_CX16_FIXED:
+            model += ",-cx16"
+    return model
+
+
 def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None, bzimage=None,
                  drives=(), cpu=None):
     """QEMU's command line; initrd None: no initramfs; drives: -drive
@@ -154,7 +189,7 @@ def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None, bzimage=Non
     cmdline = f"console=ttyS0 panic=-1 kml.accel={accel} kml.smp={smp}"
     if append:
         cmdline += " " + append
-    return [QEMU, "-accel", accel, "-cpu", cpu or "max", "-smp", str(smp), "-m", mem,
+    return [QEMU, "-accel", accel, "-cpu", cpu_model(accel, cpu), "-smp", str(smp), "-m", mem,
             "-nodefaults", "-no-reboot", "-display", "none",
             "-kernel", str(bzimage or paths.BZIMAGE),
             *(["-initrd", str(initrd)] if initrd else []),

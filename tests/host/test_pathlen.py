@@ -650,9 +650,17 @@ def test_cpu_models_and_check_cpu():
     assert (a.cpu, a.pti, a.long_samples, a.long) == ("EPYC-Milan", "off", 2, False)
     assert cli.build_parser().parse_args(["pathlen"]).cpu == "max"
     cmd = qemu.qemu_command("tcg", 1, "1G", "", "i", pathlen.paths.BUILD, cpu="EPYC-Milan")
-    assert cmd[cmd.index("-cpu") + 1] == "EPYC-Milan"
+    assert cmd[cmd.index("-cpu") + 1] == qemu.cpu_model("tcg", "EPYC-Milan")
     cmd = qemu.qemu_command("tcg", 1, "1G", "", "i", pathlen.paths.BUILD)
-    assert cmd[cmd.index("-cpu") + 1] == "max"
+    assert cmd[cmd.index("-cpu") + 1] == qemu.cpu_model("tcg")
+
+
+def test_cpu_model_hides_cx16_from_a_tcg_that_loses_its_flags():
+    assert qemu.cpu_model("tcg", None, (7, 2)) == "max,-cx16"
+    assert qemu.cpu_model("tcg", "EPYC-Rome", (7, 2)) == "EPYC-Rome,-cx16"
+    assert qemu.cpu_model("tcg", "EPYC-Rome", (8, 0)) == "EPYC-Rome"
+    assert qemu.cpu_model("tcg", None, (9, 2)) == "max"
+    assert qemu.cpu_model("kvm", None, (7, 2)) == "max"
 
 
 def test_tcg_warnings_and_model_record():
