@@ -54,17 +54,19 @@ def check_config(fragments, config):
 
 
 class DebianConfig:
-    """A starting .config: Debian's own configuration for its 6.12 amd64
-    kernel (paths.DEBIAN_CONFIG, package linux-config-6.12), with every
-    option that Debian builds as a module turned off (mod2noconfig): the
-    VM boots without an initramfs of modules, and what it needs is built
-    in by the fragment."""
+    """A starting .config: Debian's own configuration for a 6.12 amd64
+    flavour (package linux-config-6.12).  modules=False: every option
+    that Debian builds as a module turned off (mod2noconfig), for a VM
+    that boots without an initramfs of modules, what it needs built in by
+    the fragment; modules=True: Debian's modules kept, for a package that
+    boots installed machines."""
 
-    def __init__(self, path=None):
+    def __init__(self, path=None, modules=False):
         self.path = Path(path or paths.DEBIAN_CONFIG)
+        self.modules = modules
 
     def __str__(self):
-        return f"Debian's {self.path.name} - modules"
+        return f"Debian's {self.path.name}" + ("" if self.modules else " - modules")
 
     def identity(self):
         """What the configuration depends on: the file's content."""
@@ -77,7 +79,8 @@ class DebianConfig:
         text = lzma.decompress(self.identity()) if self.path.suffix == ".xz" \
             else self.identity()
         (k.obj / ".config").write_bytes(text)
-        make(tree, k, "mod2noconfig")
+        if not self.modules:
+            make(tree, k, "mod2noconfig")
 
 
 class Kernel:
@@ -122,6 +125,10 @@ KERNELS = {
                      "(linux-config-6.12), modules turned off, + "
                      "kernel/config/debian.config (the VM's disk built in)",
                      base=(DebianConfig(),)),
+    "cloud": Kernel("cloud", [paths.CLOUD_FRAGMENT], paths.BUILD / "obj-cloud",
+                    "the package's kernel: Debian's 6.12 cloud-amd64 flavour "
+                    "(linux-config-6.12) with its modules, + kernel/config/cloud.config",
+                    base=(DebianConfig(paths.DEBIAN_CLOUD_CONFIG, modules=True),)),
 }
 DEFAULT = KERNELS["default"]
 

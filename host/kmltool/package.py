@@ -29,7 +29,7 @@ from .util import run, say
 SOURCENAME = "linux-kml"
 PROFILES = (f"pkg.{SOURCENAME}.nokernelheaders", f"pkg.{SOURCENAME}.nokerneldbg")
 OUT = paths.BUILD / "packages"
-DEFAULT_KERNEL = "debian"
+DEFAULT_KERNEL = "cloud"
 
 
 def package_version(base, series_digest, count):
@@ -100,15 +100,17 @@ def series_summary(release, version, series):
             f"{'.'.join(base.split('.')[:2])} ({base})\n")
 
 
-def build_package(name=DEFAULT_KERNEL):
+def build_package(name=DEFAULT_KERNEL, version=None):
     """Build the kernel called name and its Debian packages; return the
-    image package's path."""
+    image package's path.  version: the package version (default: the
+    series', package_version())."""
     setup.setup(quiet=True)
     k = kbuild.kernel(name)
     kbuild.build_kernel(k)
     tree = patches.ensure_tree()
     series = patches.read_series()
-    version = package_version(patches.base_version(), patches.series_digest(), len(series))
+    version = version or package_version(patches.base_version(), patches.series_digest(),
+                                         len(series))
     release = k.release()
     env = dict(kbuild.ccache_env(os.environ), KDEB_PKGVERSION=version,
                KDEB_SOURCENAME=SOURCENAME, KDEB_CHANGELOG_DIST="kml",
