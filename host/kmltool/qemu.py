@@ -182,23 +182,31 @@ def cpu_model(accel, cpu=None, version=None):
 
 
 def qemu_command(accel, smp, mem, append, initrd, rundir, disk=None, bzimage=None,
-                 drives=(), cpu=None):
+                 drives=(), cpu=None, firmware=None, devices=()):
     """QEMU's command line; initrd None: no initramfs; drives: -drive
     values of virtio disks before disk (the first is /dev/vda); cpu: the
-    -cpu model (default max)."""
+    -cpu model (default max).  firmware: (code, vars) flash images to boot
+    through (UEFI) instead of -kernel, -initrd and -append, which the
+    firmware's boot loader then chooses; devices: more QEMU arguments."""
     cmdline = f"console=ttyS0 panic=-1 kml.accel={accel} kml.smp={smp}"
     if append:
         cmdline += " " + append
-    return [QEMU, "-accel", accel, "-cpu", cpu_model(accel, cpu), "-smp", str(smp), "-m", mem,
-            "-nodefaults", "-no-reboot", "-display", "none",
-            "-kernel", str(bzimage or paths.BZIMAGE),
-            *(["-initrd", str(initrd)] if initrd else []),
-            "-append", cmdline,
+    if firmware:
+        code, nvram = firmware
+        start = ["-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={code}",
+                 "-drive", f"if=pflash,format=raw,unit=1,file={nvram}"]
+    else:
+        start = ["-kernel", str(bzimage or paths.BZIMAGE),
+                 *(["-initrd", str(initrd)] if initrd else []),
+                 "-append", cmdline]
+    return [QEMU, "-accel", accel, "-cpu", cpu_model(accel, cpu), "-smp", str(smp),
+            "-m", mem, "-nodefaults", "-no-reboot", "-display", "none", *start,
             "-serial", f"file:{rundir / 'console.log'}",
             "-chardev", "stdio,id=out,signal=off", "-serial", "chardev:out",
             "-serial", f"file:{rundir / 'ctl'}",
             *(x for d in drives for x in ("-drive", d)),
-            *(["-drive", f"file={disk},format=raw,if=virtio,cache=unsafe"] if disk else [])]
+            *(["-drive", f"file={disk},format=raw,if=virtio,cache=unsafe"] if disk else []),
+            *devices]
 
 
 DISK_FILESYSTEMS = ("ext4",)
@@ -240,7 +248,7 @@ def make_disk(path, mib, fs=None):
 
 def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
          stream=True, env=None, disk_mib=0, disk_fs=None, gdb=None, kernel=None,
-         initrd=None, drives=(), cpu=None):
+         initrd=None, drives=(), cpu=None, firmware=None, devices=(), output_start=None):
     """Boot a fresh VM running argv as root; return a Result.  disk_mib > 0
     attaches a sparse virtio disk of that size as /dev/vda: empty, or with
     a new file system of type disk_fs (made on the host: mkfs.ext4).
@@ -254,12 +262,25 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     argv (an appliance image, whose init runs its own program; argv is
     then ignored).  cpu: QEMU's -cpu model (default max; QEMU's warnings,
     such as features TCG lacks, are in Result.qemu_error).
+    firmware: (code, vars) UEFI flash images: the VM boots what the disks'
+    boot loader chooses (kernel, initrd and append are then unused; vars
+    is copied, the boot writes the copy); devices: more QEMU arguments.
+    output_start: a line (bytes, with its newline) before which the
+    command's serial port carries someone else's output (the firmware's):
+    what precedes it is left out of the stream and Result.output, not of
+    the output log.
     Result.started is the monotonic time QEMU started."""
     bzimage = kernel.bzimage if kernel else paths.BZIMAGE
     build = f"./kml build --kernel {kernel.name}" if kernel else "./kml build"
-    for f, what in ((bzimage, "kernel"), (Path(initrd or paths.INITRAMFS), "initramfs")):
+    if firmware:
+        checks, initrd = [(Path(f), "firmware") for f in firmware], False
+    else:
+        checks = [(bzimage, "kernel"), (Path(initrd or paths.INITRAMFS), "initramfs")]
+    for f, what in checks:
         if what == "initramfs" and initrd is False:
             continue
+        if what == "firmware" and not f.exists():
+            raise KmlError(f"no UEFI firmware at {f}: run ./kml setup (ovmf)")
         if not f.exists():
             raise KmlError(f"no {what} at {f}: run {build}")
     if shutil.which(QEMU) is None:
@@ -277,7 +298,12 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
     disk = None
     if disk_mib:
         disk = make_disk(rundir / "disk.img", disk_mib, disk_fs)
-    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk, bzimage, drives, cpu)
+    if firmware:
+        nvram = rundir / "efivars.fd"
+        shutil.copyfile(firmware[1], nvram)
+        firmware = (firmware[0], nvram)
+    cmd = qemu_command(accel, smp, mem, append, initrd, rundir, disk, bzimage, drives, cpu,
+                       firmware, devices)
     watch = Watch(gdb_socket(rundir)) if gdb else None
     if watch:
         cmd += ["-gdb", f"unix:{watch.stub},server=on,wait=off"]
@@ -288,15 +314,25 @@ def boot(argv, smp=2, mem="1G", append="", adds=(), timeout=300, accel=None,
                             stderr=errlog)
     errlog.close()
     chunks = []
+    before = bytearray() if output_start else None
 
     def pump():
+        nonlocal before
         with open(res.output_log, "wb") as log:
             while True:
                 data = proc.stdout.read1(65536)
                 if not data:
                     break
-                chunks.append(data)
                 log.write(data)
+                if before is not None:
+                    before += data
+                    at = before.find(output_start)
+                    if at < 0:
+                        continue
+                    data, before = bytes(before[at + len(output_start):]), None
+                    if not data:
+                        continue
+                chunks.append(data)
                 if callable(stream):
                     stream(data)
                 elif stream:

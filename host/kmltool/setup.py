@@ -47,6 +47,8 @@ PACKAGES = {
     "rsync": "./kml package: a build dependency bindeb-pkg checks",
     "mmdebstrap": "./kml run --system debian: builds the Debian 12 root file system "
                   "from Debian's packages (as root, --mode=root)",
+    "ovmf": "./kml run --system debian: the UEFI firmware the installed machine "
+            "boots through (GRUB from its EFI system partition)",
     "libpcre2-8-0": "the guest's nginx (unpacked, not installed: see UNPACKED)",
     "libcrypt1": "the guest's nginx",
     "libssl3": "the guest's nginx",

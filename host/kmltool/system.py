@@ -71,8 +71,17 @@ PACKAGES = {
     "nginx": "./kml bench --apps: the HTTP server, with Debian's unit",
     "iperf3": "./kml bench --apps: TCP throughput",
     "wrk": "./kml bench --apps: the HTTP load generator",
+    "linux-image-cloud-amd64": "Debian's own kernel: the installed machine's fallback "
+                               "(GRUB keeps it), and the installer's",
+    "grub-efi-amd64": "GRUB on the EFI system partition; update-grub runs from the "
+                      "kernel packages' hooks",
+    "lvm2": "the root file system's logical volume, activated by the initramfs",
+    "gdisk": "sgdisk: the installer partitions the machine's disk",
+    "dosfstools": "the EFI system partition's FAT",
+    "zstd": "initramfs-tools compresses with it by default (gzip, with a warning, "
+            "without it)",
 }
-GUEST_FILES = ("customize", "kml-run", "kml-run.service")
+GUEST_FILES = ("customize", "kml-run", "kml-run.service")   # install-machine: machine.py
 GUEST_DIR = paths.GUEST_SRC / "system"
 DIR = paths.BUILD / "system"
 BASE = DIR / "debian-base"
@@ -80,6 +89,18 @@ IMAGE = DIR / "debian.img"
 BOOT = DIR / "debian-boot"          # the installed kernel and initramfs, copied out
 IMAGE_SPARE_MIB = 1024              # free space in the image beyond its files
 APPEND = "root=/dev/vda rw"
+# kml-run's first line on the command's port: firmware and boot loader
+# write to every serial port before it (qemu.boot's output_start)
+OUTPUT_START = b"KML-OUTPUT\n"
+
+
+def require_root(what):
+    """The Debian system's images are built as root (mmdebstrap
+    --mode=root, chroot, mkfs.ext4 -d of root's files): refuse early,
+    before a package is built, when not root."""
+    if os.geteuid() != 0:
+        raise KmlError(f"{what} needs root: it builds the Debian system with mmdebstrap "
+                       f"--mode=root and chroot; run it as root (sudo ./kml {what})")
 
 
 def mmdebstrap_command(dest, customize):
@@ -126,9 +147,7 @@ def build_base(force=False):
         return key
     if shutil.which("mmdebstrap") is None:
         raise KmlError("mmdebstrap not found: run ./kml setup")
-    if os.geteuid() != 0:
-        raise KmlError("building the Debian image needs root (mmdebstrap --mode=root, "
-                       "chroot for dpkg -i): run as root")
+    require_root("run --system debian")
     DIR.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     tmp = DIR / "debian-base.new"
@@ -208,7 +227,7 @@ def make_image(root, image, spare_mib=IMAGE_SPARE_MIB, label="kml-root"):
 
 
 @contextlib.contextmanager
-def _locked():
+def locked():
     """One ./kml at a time builds or checks the images (two runs started
     together would otherwise both rebuild debian-work)."""
     DIR.mkdir(parents=True, exist_ok=True)
@@ -223,7 +242,7 @@ def prepare(deb):
     deb = Path(deb)
     if not deb.is_file():
         raise KmlError(f"{deb}: no such kernel package")
-    with _locked():
+    with locked():
         return _prepare(deb)
 
 
@@ -310,20 +329,45 @@ def command_disk(image, argv, adds=(), env=None):
 
 
 def boot(argv, deb=None, adds=(), env=None, smp=2, mem="1G", append="", timeout=600,
-         accel=None, stream=True):
+         accel=None, stream=True, direct_kernel=False):
     """Boot the Debian system with the kernel of image package deb
     (default: current_deb()) and run argv as root once it is up; a
-    qemu.Result."""
+    qemu.Result.  By default the installed machine (machine.py: OVMF,
+    GRUB, NVMe, LVM; the package installed with apt); direct_kernel: the
+    ext4 image below, its installed kernel and initramfs booted with
+    QEMU's -kernel and -initrd, append added to the command line."""
+    if not direct_kernel:
+        from . import machine       # machine builds on this module
+        if append:
+            raise KmlError("the installed machine boots GRUB's command line: "
+                           "append needs direct_kernel")
+        image, _ = machine.prepare(deb or current_deb())
+        return machine.boot(image, argv, adds, env, smp=smp, mem=mem, timeout=timeout,
+                            accel=accel, stream=stream)
     append = configs.merge(APPEND, append, "the Debian system")    # before building
     img = prepare(deb or current_deb())
     with tempfile.TemporaryDirectory(prefix="kml-sys-", dir=paths.BUILD) as tmp:
         cmd = command_disk(Path(tmp) / "cmd.img", argv, adds, env)
         drives = [f"file={img.image},format=raw,if=virtio,snapshot=on",
                   f"file={cmd},format=raw,if=virtio,readonly=on"]
-        return qemu.boot(argv, smp=smp, mem=mem, append=append,
+        return qemu.boot(argv, smp=smp, mem=mem, append=append, output_start=OUTPUT_START,
                          timeout=timeout, accel=accel, stream=stream,
                          kernel=img_kernel(img), initrd=img.initrd or False,
                          drives=drives)
+
+
+@dataclass
+class KernelFile:
+    """A kernel image file to boot with -kernel (qemu.boot's kernel)."""
+    bzimage: Path
+    release_name: str
+
+    @property
+    def name(self):
+        return self.bzimage.name
+
+    def release(self):
+        return self.release_name
 
 
 def img_kernel(img):

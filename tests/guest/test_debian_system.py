@@ -1,7 +1,8 @@
 """The Debian system (./kml run --system debian): Debian 12 with systemd
-as PID 1 and the kml kernel package installed by dpkg -i.  Selected by
-./kml test --system debian (conftest: --kml-system), which builds the
-package first; docs/debian-system.md.
+as PID 1, installed on an NVMe disk with root on LVM and booted through
+UEFI firmware and GRUB, the kml kernel package installed with apt.
+Selected by ./kml test --system debian (conftest: --kml-system), which
+builds the package first; docs/debian-system.md.
 
 One boot runs guest/system/system-tests, which checks the boot, runs the
 administrator's path (guest/system/admin-redis.sh, the script README and
@@ -18,7 +19,7 @@ from conftest import ROOT
 
 pytestmark = [pytest.mark.vm, pytest.mark.debian_system]
 SYSTEM = ROOT / "guest" / "system"
-RELEASE = re.compile(r"6\.12\.\d+-kml-debian")
+RELEASE = re.compile(r"6\.12\.\d+-kml-cloud")
 
 
 def kml(*args, timeout=900):
@@ -65,6 +66,34 @@ def test_package_installed_and_booted():
 
 def test_debian_tools_made_an_initramfs_and_it_boots():
     assert check("initramfs") == f"/boot/initrd.img-{check('kernel')}"
+
+
+def test_booted_like_an_installed_machine():
+    """OVMF, GRUB from the EFI system partition, root on LVM on NVMe,
+    /boot and /boot/efi as Debian's installer makes them."""
+    assert check("firmware") == "uefi"
+    assert check("boot-image") == f"/vmlinuz-{check('kernel')}"     # GRUB's entry
+    assert check("root-source") == "/dev/mapper/kml--vg-root"
+    assert check("root-pv") == "/dev/nvme0n1p3"
+    assert check("boot-fs") == "ext4 vfat"
+
+
+def test_storage_modules_came_from_the_initramfs():
+    """device-mapper is a module of the cloud flavour: the initramfs
+    carried it and loaded it before the root file system was mounted."""
+    assert int(check("initramfs-dm")) == 1
+    assert "dm_mod" in check("modules").split()
+
+
+def test_grub_keeps_debians_kernel_as_fallback():
+    kernels = check("grub-kernels").split()
+    assert f"vmlinuz-{check('kernel')}" in kernels
+    assert any(re.fullmatch(r"vmlinuz-6\.1\.0-\d+-cloud-amd64", k) for k in kernels), kernels
+
+
+def test_network_on_virtio_net():
+    assert "virtio_net" in check("modules").split()
+    assert re.fullmatch(r"en\w+ 10\.0\.2\.15/24", check("network")), check("network")
 
 
 def test_multi_user_reached_with_no_failed_unit():
@@ -136,4 +165,4 @@ def test_bench_apps_runs_on_the_debian_system():
         row = re.search(rf"^\| {app} \|.*\| debian-pti-off \| ([0-9.]+) \| ([0-9.]+) \|",
                         p.stdout, re.M)
         assert row, f"{app}: no result in both modes:\n{p.stdout[-3000:]}"
-    assert "kernel 6.12." in p.stdout and "-kml-debian" in p.stdout
+    assert "kernel 6.12." in p.stdout and "-kml-cloud" in p.stdout

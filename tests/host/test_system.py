@@ -163,7 +163,8 @@ def test_run_unit_runs_after_multi_user_without_holding_the_boot():
     assert re.search(r"^Type=simple$", unit, re.M)
     assert "ExecStart=/usr/local/sbin/kml-run" in unit
     runner = (GUEST / "kml-run").read_text()
-    for s in ("/dev/vdb", "/dev/ttyS1", "/dev/ttyS2", "KML-EXIT", "poweroff"):
+    for s in ("/dev/disk/by-label/kml-cmd", "/dev/ttyS1", "/dev/ttyS2", "KML-EXIT",
+                  "poweroff"):
         assert s in runner
 
 
@@ -227,4 +228,64 @@ def test_bench_apps_debian_configuration_runs_on_its_own(capsys):
 def test_append_may_not_move_the_root_file_system(monkeypatch):
     monkeypatch.setattr(system, "prepare", lambda deb: pytest.fail("built before the check"))
     with pytest.raises(KmlError, match="the Debian system sets root=/dev/vda itself"):
-        system.boot(["true"], deb="x.deb", append="quiet root=/dev/sda")
+        system.boot(["true"], deb="x.deb", append="quiet root=/dev/sda", direct_kernel=True)
+
+
+def test_installed_machine_takes_grubs_command_line(monkeypatch, capsys):
+    from kmltool import machine
+    monkeypatch.setattr(machine, "prepare", lambda deb: pytest.fail("built before the check"))
+    with pytest.raises(KmlError, match="GRUB's command line"):
+        system.boot(["true"], deb="x.deb", append="pti=off")
+    monkeypatch.setattr(system.os, "geteuid", lambda: 0)
+    assert cli.main(["run", "--system", "debian", "--append", "pti=off", "--", "true"]) == 1
+    assert "--append needs --direct-kernel" in capsys.readouterr().err
+    assert cli.main(["run", "--direct-kernel", "--", "true"]) == 1
+    assert "an option of --system" in capsys.readouterr().err
+
+
+def test_system_commands_say_root_before_building(monkeypatch, capsys):
+    from kmltool import package
+    monkeypatch.setattr(system.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(package, "build_package", lambda *a, **k: pytest.fail("built"))
+    assert cli.main(["run", "--system", "debian", "--", "true"]) == 1
+    assert "sudo ./kml run --system debian" in capsys.readouterr().err
+    assert cli.main(["test", "--system", "debian"]) == 1
+    assert "sudo ./kml test --system debian" in capsys.readouterr().err
+
+
+def test_machine_boots_through_firmware_with_its_disk_on_nvme(tmp_path):
+    from kmltool import machine
+    cmd = qemu.qemu_command("tcg", 2, "1G", "ignored", False, tmp_path,
+                            firmware=("code.fd", "vars.fd"),
+                            drives=["file=cmd.img,format=raw,if=virtio,readonly=on"],
+                            devices=[*machine.nvme("m.img"), *machine.NETWORK])
+    assert "-kernel" not in cmd and "-append" not in cmd and "-initrd" not in cmd
+    drives = [cmd[i + 1] for i, a in enumerate(cmd) if a == "-drive"]
+    assert drives[:2] == ["if=pflash,format=raw,unit=0,readonly=on,file=code.fd",
+                          "if=pflash,format=raw,unit=1,file=vars.fd"]
+    assert "file=m.img,format=raw,if=none,id=kml-root,snapshot=on" in drives
+    assert "nvme,drive=kml-root,serial=kml-root" in cmd
+    assert "virtio-net-pci,netdev=net0" in cmd
+    assert "snapshot" not in machine.nvme("m.img", snapshot=False)[1]
+
+
+def test_stock_kernel_is_debians_cloud_kernel_of_the_base(tmp_path):
+    from kmltool import machine
+    boot = tmp_path / "boot"
+    boot.mkdir()
+    with pytest.raises(KmlError, match="0 Debian cloud kernels"):
+        machine.stock_kernel(tmp_path)
+    (boot / "vmlinuz-6.1.0-41-cloud-amd64").write_bytes(b"k")
+    with pytest.raises(KmlError, match="initramfs-tools did not run"):
+        machine.stock_kernel(tmp_path)
+    (boot / "initrd.img-6.1.0-41-cloud-amd64").write_bytes(b"i")
+    v, i, rel = machine.stock_kernel(tmp_path)
+    assert rel == "6.1.0-41-cloud-amd64" and v.name == "vmlinuz-6.1.0-41-cloud-amd64"
+
+
+def test_installer_lays_out_the_disk_as_debians_installer():
+    text = (GUEST / "install-machine").read_text()
+    for step in ("-t 1:EF00", "-t 3:8E00", "vgcreate -q kml-vg", "--removable",
+                 "--no-nvram", "update-initramfs -u -k all", "update-grub",
+                 "/dev/mapper/kml--vg-root / ext4", "/boot/efi vfat"):
+        assert step in text, step

@@ -80,7 +80,9 @@ class Apps(Measurement):
         vm = dict(vm_options(self.a), smp=self.a.smp or APPS_SMP)
         vm["accel"] = self.accel = vm["accel"] or qemu.choose_accel()
         if self.system:
-            runner = functools.partial(system.boot, deb=self.a.deb or system.current_deb())
+            # -kernel: the configurations' command lines (pti=off) need it
+            runner = functools.partial(system.boot, deb=self.a.deb or system.current_deb(),
+                                       direct_kernel=True)
             return guestrun.boot(specs, apps.SYSTEM_PRELUDE, adds=apps.system_adds(),
                                  runner=runner, **vm)
         return guestrun.boot(specs, apps.PRELUDE, adds=apps.adds(), **vm)

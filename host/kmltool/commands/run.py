@@ -38,6 +38,10 @@ def register(sub):
                         "on a virtio disk, built once in build/system/) with the kml "
                         "kernel package installed by dpkg -i (default: ./kml package's "
                         "package of the series) and run CMD once it is up")
+    p.add_argument("--direct-kernel", action="store_true",
+                   help="with --system: boot the installed kernel with QEMU's -kernel "
+                        "from an ext4 image on virtio (no firmware, GRUB or LVM; "
+                        "--append works), instead of the installed machine")
     p.add_argument("argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(func=main)
 
@@ -56,6 +60,8 @@ def main(a):
         raise KmlError("run: --deb boots the packaged kernel; leave out --kernel")
     if a.system:
         return run_system(a, argv)
+    if a.direct_kernel:
+        raise KmlError("run: --direct-kernel is an option of --system")
     append = configs.merge(configs.KML_ALL, a.append, "--appliance") if a.appliance \
         else a.append
     adds, stream = list(a.add), True
@@ -86,10 +92,14 @@ def run_system(a, argv):
     if wrong:
         raise KmlError(f"run --system: {', '.join(wrong)} not available there (the system "
                        "boots its installed kernel package: --deb FILE chooses it)")
+    if a.append and not a.direct_kernel:
+        raise KmlError("run --system: the installed machine boots GRUB's command line; "
+                       "--append needs --direct-kernel")
+    system.require_root("run --system debian")
     setup.setup(quiet=True)
     deb = a.deb or system.current_deb()
     res = system.boot(argv, deb=deb, adds=a.add, smp=a.smp, mem=a.mem, append=a.append,
-                      timeout=a.timeout, accel=accel_arg(a))
+                      timeout=a.timeout, accel=accel_arg(a), direct_kernel=a.direct_kernel)
     msg = res.verdict()
     if msg:
         say(f"run FAILED: {msg}")

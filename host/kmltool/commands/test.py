@@ -6,7 +6,7 @@ them as --kml-configs (tests/conftest.py)."""
 import subprocess
 import sys
 
-from .. import configs, kbuild, package, paths, setup, system
+from .. import configs, kbuild, machine, package, paths, setup, system
 from ..paths import KmlError
 from ..util import say
 from .common import build_all
@@ -53,8 +53,10 @@ def main(a):
     if a.host_only:
         setup.setup(quiet=True)
     elif a.system:
+        system.require_root("test --system debian")
         setup.setup(quiet=True)
-        package.build_package(package.DEFAULT_KERNEL)   # the package the image installs
+        deb = package.build_package(package.DEFAULT_KERNEL)   # the package the image installs
+        machine.prepare(deb)        # the installed machine, before the tests' timeouts
     else:
         build_all(sorted({configs.TESTS[n].kernel for n in names}))
     cmd = [pytest_python(), "-m", "pytest", "-v", "-rfEs", "-p", "no:cacheprovider",
