@@ -27,7 +27,6 @@ NVMe, the command disk (system.command_disk) on virtio, a virtio-net card
 on QEMU's user network.  The kernel's command line is GRUB's, which the
 installer set to the serial console and panic=-1.
 """
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -78,12 +77,6 @@ def _check(res, what):
         raise KmlError(f"{what} failed: {why}\noutput:\n{out}")
 
 
-def _sparse(path, mib):
-    path.unlink(missing_ok=True)
-    with open(path, "wb") as f:
-        f.truncate(mib << 20)
-
-
 def build_stock(base_key):
     """machine-stock.img for the base of base_key, unless its stamp matches."""
     key = digest("kml-machine-stock-1", base_key, INSTALLER.read_bytes(), str(DISK_MIB))
@@ -100,7 +93,7 @@ def build_stock(base_key):
     say(f"installing Debian {system.SUITE} on an NVMe disk (GPT, EFI, /boot, LVM) "
         f"with its kernel {release}: an installer VM, minutes, once")
     new = STOCK.with_suffix(".new")
-    _sparse(new, DISK_MIB)
+    qemu.make_disk(new, DISK_MIB)
     with tempfile.TemporaryDirectory(prefix="kml-inst-", dir=paths.BUILD) as tmp:
         cmd = system.command_disk(Path(tmp) / "cmd.img",
                                   ["sh", "/root/install-machine", "/dev/nvme0n1"],
