@@ -53,6 +53,17 @@ def nvme(image, snapshot=True, serial="kml-root"):
             "-device", f"nvme,drive={serial},serial={serial}"]
 
 
+def scsi(image, snapshot=True, serial="kml-root"):
+    """QEMU arguments that attach image as a disk on a virtio-scsi HBA."""
+    snap = ",snapshot=on" if snapshot else ",cache=unsafe"
+    return ["-device", "virtio-scsi-pci,id=scsi0",
+            "-drive", f"file={image},format=raw,if=none,id={serial}{snap}",
+            "-device", f"scsi-hd,bus=scsi0.0,drive={serial},serial={serial}"]
+
+
+BUSES = {"nvme": nvme, "scsi": scsi}
+
+
 NETWORK = ["-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0"]
 
 
@@ -112,15 +123,16 @@ def build_stock(base_key):
 
 
 def boot(image, argv, adds=(), env=None, smp=2, mem="1G", timeout=600, accel=None,
-         stream=True, snapshot=True):
-    """Boot the machine disk image through OVMF and GRUB; run argv as root
-    once the system is up (kml-run.service); a qemu.Result."""
+         stream=True, snapshot=True, bus="nvme"):
+    """Boot the machine disk image through OVMF and GRUB, the disk on bus
+    (BUSES: nvme, scsi); run argv as root once the system is up
+    (kml-run.service); a qemu.Result."""
     with tempfile.TemporaryDirectory(prefix="kml-sys-", dir=paths.BUILD) as tmp:
         cmd = system.command_disk(Path(tmp) / "cmd.img", argv, adds, env)
         return qemu.boot(argv, smp=smp, mem=mem, timeout=timeout, accel=accel,
                          stream=stream, firmware=FIRMWARE, output_start=system.OUTPUT_START,
                          drives=[f"file={cmd},format=raw,if=virtio,readonly=on"],
-                         devices=[*nvme(image, snapshot), *NETWORK])
+                         devices=[*BUSES[bus](image, snapshot), *NETWORK])
 
 
 def install_package(stock_key, deb):

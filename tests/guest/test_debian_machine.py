@@ -1,6 +1,7 @@
 """The installed machine over several boots (machine.py): a newer kml
-package installed over the older one boots after the reboot, and
-removing the package leaves Debian's own kernel booting.  Each test
+package installed over the older one boots after the reboot, removing
+the package leaves Debian's own kernel booting, and the same disk boots
+on virtio-scsi as on NVMe.  Each test
 works on its own copy of build/system/machine.img (the kml package of
 the series installed with apt), booted without a snapshot, so that what
 one boot installs or removes is there at the next.  Selected by ./kml
@@ -64,3 +65,15 @@ def test_newer_package_over_older_boots(work):
     assert lines[0] == release, out
     assert lines[2] == version, out
     assert "upgrade1" in lines[1], out          # uname -v: the new build booted
+
+
+def test_same_disk_boots_on_virtio_scsi():
+    """The cloud flavour builds virtio_scsi as a module: the initramfs
+    brings it, and LVM finds its volume group on /dev/sda3."""
+    image, release = machine.prepare(system.current_deb())
+    res = machine.boot(image, ["sh", "-c", "uname -r; pvs --noheadings -o pv_name; "
+                                           "lsmod | grep -c '^virtio_scsi '"],
+                       bus="scsi", timeout=TIMEOUT, stream=False)
+    out = res.output.decode(errors="replace")
+    assert res.exit_code() == 0, f"{res.verdict() or res.status}\n{out[-3000:]}"
+    assert out.split() == [release, "/dev/sda3", "1"], out

@@ -267,6 +267,9 @@ def test_machine_boots_through_firmware_with_its_disk_on_nvme(tmp_path):
     assert "nvme,drive=kml-root,serial=kml-root" in cmd
     assert "virtio-net-pci,netdev=net0" in cmd
     assert "snapshot" not in machine.nvme("m.img", snapshot=False)[1]
+    args = machine.BUSES["scsi"]("m.img")
+    assert args[:2] == ["-device", "virtio-scsi-pci,id=scsi0"]
+    assert "scsi-hd,bus=scsi0.0,drive=kml-root,serial=kml-root" in args
 
 
 def test_stock_kernel_is_debians_cloud_kernel_of_the_base(tmp_path):
