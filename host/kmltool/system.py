@@ -1,5 +1,10 @@
 """./kml run --system debian: a Debian 12 system with systemd as PID 1.
 
+This module builds the base image and, for --direct-kernel, the -kernel
+image and boot below; the default boot, an installed machine (UEFI,
+GRUB, LVM on NVMe, the package installed with apt), is machine.py's,
+built from the same base.
+
 The initramfs guest (guest/init as PID 1, busybox) shows what kml does
 to one program; it does not show what a Debian administrator meets:
 systemd starting a service from its unit, in the mount namespace the

@@ -34,10 +34,11 @@ def register(sub):
                         "instead of a built one; with --system, the package "
                         "installed in the system image")
     p.add_argument("--system", choices=system.SYSTEMS,
-                   help="boot a Debian 12 system (systemd as PID 1, root file system "
-                        "on a virtio disk, built once in build/system/) with the kml "
-                        "kernel package installed by dpkg -i (default: ./kml package's "
-                        "package of the series) and run CMD once it is up")
+                   help="boot a Debian 12 machine (UEFI firmware, GRUB, root on LVM "
+                        "on NVMe, systemd as PID 1; built once in build/system/, as "
+                        "root) with the kml kernel package installed by apt (default: "
+                        "./kml package's package of the series) and run CMD once it "
+                        "is up")
     p.add_argument("--direct-kernel", action="store_true",
                    help="with --system: boot the installed kernel with QEMU's -kernel "
                         "from an ext4 image on virtio (no firmware, GRUB or LVM; "
