@@ -4,6 +4,7 @@ Serial ports: ttyS0 = kernel console (to console.log), ttyS1 = the
 command's stdout/stderr (streamed to the caller), ttyS2 = control channel
 (the guest init writes "KML-EXIT <status>").  Every boot has a timeout.
 """
+import functools
 import json
 import os
 import re
@@ -159,6 +160,7 @@ def gdb_socket(rundir):
 TCG_CX16_FIXED = (8, 0)
 
 
+@functools.lru_cache(maxsize=None)
 def qemu_version():
     """(major, minor) of the installed QEMU, or None if it cannot say."""
     try:
