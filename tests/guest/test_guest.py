@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -54,6 +55,8 @@ def boot_results(config):
         res = qemu.boot(["run-tests"], smp=smp, mem=GUEST_MEM, append=append,
                         timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB,
                         kernel=kbuild.kernel(kernel))
+        for first in res.crashed_before:
+            warnings.warn(f"{config}: {first.verdict()}; booted once more")
         _boots[config] = (res, tap.parse_runs(res.output.decode(errors="replace")))
         # build/runs keeps only the latest runs: other boots may remove it
         _consoles[config] = res.console_log.read_text(errors="replace")

@@ -335,3 +335,46 @@ def test_old_run_directories_of_a_running_kml_are_kept(tmp_path, monkeypatch):
         (tmp_path / f"20260101-00001{i}-{dead}-00000{i}").mkdir()
     new = qemu._new_rundir()
     assert mine.exists() and not gone.exists() and new.exists()
+
+
+def _crash_result(tmp_path, name, crash, status=None):
+    from kmltool import qemu
+    d = tmp_path / name
+    d.mkdir()
+    res = qemu.Result(d)
+    res.qemu_crash, res.status = crash, status
+    return res
+
+
+@pytest.mark.parametrize("kw,boots", [({}, 2), ({"drives": ["d.img"]}, 1),
+                                      ({"firmware": ("c", "v")}, 1), ({"gdb": print}, 1)])
+def test_a_qemu_crash_is_booted_once_more_when_nothing_outlived_it(tmp_path, monkeypatch,
+                                                                  kw, boots):
+    """QEMU dying of SIGSEGV before the exit status is QEMU's bug: the boot
+    is made again, once, unless the first one may have written a drive,
+    firmware variables or a gdb hook's state; the crash is still named."""
+    import signal
+    from kmltool import qemu
+    made = []
+
+    def once(argv, **k):
+        made.append(k)
+        return _crash_result(tmp_path, f"r{len(made)}", signal.SIGSEGV)
+    monkeypatch.setattr(qemu, "_boot_once", once)
+    res = qemu.boot(["true"], smp=2, **kw)
+    assert len(made) == boots and all(k == dict(smp=2, **kw) for k in made)
+    assert [r.rundir.name for r in res.crashed_before] == (["r1"] if boots == 2 else [])
+    assert "QEMU itself crashed (SIGSEGV" in res.verdict() and res.exit_code() == 125
+
+
+def test_a_qemu_crash_after_the_exit_status_is_not_booted_again(tmp_path, monkeypatch):
+    import signal
+    from kmltool import qemu
+    made = []
+
+    def once(argv, **k):
+        made.append(argv)
+        return _crash_result(tmp_path, "r", signal.SIGSEGV, status=0)
+    monkeypatch.setattr(qemu, "_boot_once", once)
+    res = qemu.boot(["true"])
+    assert made == [["true"]] and res.status == 0 and not res.crashed_before
