@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import paths, qemu, system
+from . import package, paths, qemu, system
 from .paths import KmlError
 from .util import digest, run, say
 
@@ -113,7 +113,7 @@ def build_stock(base_key):
                   f"file={cmd},format=raw,if=virtio,readonly=on"]
         res = qemu.boot([], append=system.APPEND, timeout=INSTALL_TIMEOUT, stream=False,
                         output_start=system.OUTPUT_START,
-                        kernel=system.KernelFile(vmlinuz, release), initrd=initrd,
+                        kernel=package.KernelImage(vmlinuz, release), initrd=initrd,
                         drives=drives, devices=nvme(new, snapshot=False, serial="target"))
     _check(res, "the installer VM (guest/system/install-machine)")
     new.rename(STOCK)

@@ -138,12 +138,13 @@ def build_package(name=DEFAULT_KERNEL, version=None):
     return image
 
 
-class PackagedKernel:
-    """The kernel of an image package, for qemu.boot(kernel=...)."""
+class KernelImage:
+    """A kernel image file to boot with -kernel (qemu.boot's kernel=...):
+    one unpacked from an image package deb, or a distribution kernel's."""
 
-    def __init__(self, deb, bzimage, release):
-        self.deb, self.bzimage, self.release_name = Path(deb), Path(bzimage), release
-        self.name = f"package {Path(deb).name}"
+    def __init__(self, bzimage, release, deb=None):
+        self.deb, self.bzimage, self.release_name = deb and Path(deb), Path(bzimage), release
+        self.name = f"package {Path(deb).name}" if deb else Path(bzimage).name
 
     def release(self):
         return self.release_name
@@ -151,7 +152,7 @@ class PackagedKernel:
 
 def kernel_from_deb(deb, dest):
     """Unpack the image package deb's /boot/vmlinuz-* into dest; return a
-    PackagedKernel."""
+    KernelImage."""
     deb = Path(deb)
     if not deb.is_file():
         raise KmlError(f"--deb {deb}: no such file")
@@ -167,4 +168,4 @@ def kernel_from_deb(deb, dest):
     if len(images) != 1:
         raise KmlError(f"--deb {deb}: {len(images)} kernels in /boot, expected one")
     release = images[0].name[len("vmlinuz-"):]
-    return PackagedKernel(deb, images[0], release)
+    return KernelImage(images[0], release, deb)

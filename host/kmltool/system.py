@@ -361,19 +361,5 @@ def boot(argv, deb=None, adds=(), env=None, smp=2, mem="1G", append="", timeout=
                          drives=drives)
 
 
-@dataclass
-class KernelFile:
-    """A kernel image file to boot with -kernel (qemu.boot's kernel)."""
-    bzimage: Path
-    release_name: str
-
-    @property
-    def name(self):
-        return self.bzimage.name
-
-    def release(self):
-        return self.release_name
-
-
 def img_kernel(img):
-    return package.PackagedKernel(img.deb, img.vmlinuz, img.release)
+    return package.KernelImage(img.vmlinuz, img.release, img.deb)
