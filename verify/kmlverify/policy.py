@@ -28,7 +28,8 @@ the kernel-mode patch turns into signals for the process), ``cpuid``,
 ``xgetbv``, ``xsave``/``xrstor``/``fxsave``/``fxrstor`` (user state only),
 ``rdfsbase``/``rdgsbase``/``wrfsbase``/``wrgsbase`` (FSGSBASE is enabled
 for user space, and a kernel-mode process always runs with its own GS
-base: every entry from it swaps to the kernel's, docs/kernel-mode.md),
+base: every entry from it swaps to the kernel's, the rst's "Events while
+the process runs"),
 ``rdpkru``/``wrpkru``, user shadow-stack instructions,
 ``umonitor``/``umwait``/``tpause``, ``enclu``, reads of segment registers
 (``mov %fs,%eax``, ``push %fs``) and segment-override prefixes
