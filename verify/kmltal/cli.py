@@ -18,6 +18,12 @@
 ``random [--seed N] [--ill-typed]``
     Print a random well-typed program from the property tests' generator
     (or an ill-typed mutant of one).
+
+``x86 FILE...``
+    Check x86-64 ELF executables against the rules for verified programs
+    (:mod:`kmltal.x86`): print ``FILE: ok`` or ``FILE: offset 0x...: rule:
+    message`` for the first violation.  Exit 0 if all conform, 1 if one
+    does not, 2 if a file cannot be read or objdump is missing.
 """
 
 import argparse
@@ -150,6 +156,21 @@ def cmd_random(args, k):
     return EXIT_OK
 
 
+def cmd_x86(args, _k):
+    from . import x86
+    status = EXIT_OK
+    for path in args.files:
+        try:
+            result = x86.check_file(path)
+        except x86.InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        print(result.line())
+        if not result.ok:
+            status = EXIT_ILL_TYPED
+    return status
+
+
 def build_parser():
     """The argument parser."""
     ap = argparse.ArgumentParser(prog="python3 -m kmltal",
@@ -168,6 +189,9 @@ def build_parser():
     g = sub.add_parser("random", help="print a random program from the test generator")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--ill-typed", action="store_true")
+    x = sub.add_parser("x86", help="check x86-64 executables against the rules for "
+                                   "verified programs")
+    x.add_argument("files", nargs="+", metavar="FILE")
     return ap
 
 
@@ -180,7 +204,8 @@ def main(argv=None):
         return EXIT_USAGE if e.code else EXIT_OK
     k = kernel.example_kernel()
     try:
-        return {"check": cmd_check, "run": cmd_run, "random": cmd_random}[args.command](args, k)
+        return {"check": cmd_check, "run": cmd_run, "random": cmd_random,
+                "x86": cmd_x86}[args.command](args, k)
     except BrokenPipeError:            # the reader went away, e.g. `... | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_USAGE

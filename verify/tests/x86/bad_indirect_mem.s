@@ -1,0 +1,12 @@
+# expect: indirect
+
+        .include "kml.inc"
+        KBEGIN
+        .globl _start
+_start:
+        lea     msg(%rip), %rax
+bad:    jmp     *(%rax)
+        KEXIT   $0
+        KEND
+        .section .rodata
+msg:    .quad 0

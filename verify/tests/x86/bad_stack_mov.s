@@ -1,0 +1,10 @@
+# expect: stack
+
+        .include "kml.inc"
+        KBEGIN
+        .globl _start
+_start:
+        nop
+bad:    mov     %rax, %rsp
+        KEXIT   $0
+        KEND

@@ -1,0 +1,10 @@
+# expect: static
+# patch: phdr:0 03000000
+# offset: phdr:0
+        .include "kml.inc"
+        KBEGIN
+        .globl _start
+_start:
+        nop
+        KEXIT   $0
+        KEND
