@@ -94,6 +94,9 @@ class Spec:
              the run is reported as not run, with its error output
     append   kernel command line the boot needs (specs with a different
              append run in another boot)
+    boot     a name for the boot: specs with a different one run in another
+             boot even with the same append (a fresh kernel for each, when
+             what one run leaves behind would bias the next)
     disk     (MiB, file system) of a virtio disk the boot needs, or None
     required a failure ends the guest script (and fails the boot)
     user     run the program as this user (kml-modes -u), not as root
@@ -118,6 +121,7 @@ class Spec:
     user: str = None
     client: str = None
     timed: bool = False
+    boot: str = ""
 
     def __post_init__(self):
         if not _NAME.fullmatch(self.name):
@@ -428,10 +432,11 @@ class Outcome:
 
 def group(specs):
     """The boots specs need: [(append, disk, [specs])], in order; specs
-    with the same append share a boot (it gets the largest disk wanted)."""
+    with the same append and boot name share a boot (it gets the largest
+    disk wanted)."""
     boots = {}
     for s in specs:
-        b = boots.setdefault(s.append, [s.append, None, []])
+        b = boots.setdefault((s.append, s.boot), [s.append, None, []])
         b[2].append(s)
         if s.disk and (b[1] is None or s.disk[0] > b[1][0]):
             b[1] = s.disk

@@ -335,6 +335,12 @@ def _count(c, key="instructions"):
     return str(c[key])
 
 
+def _total(c):
+    """A total-count cell, marked when it does not compare with the
+    ordinary process's."""
+    return _count(c) + (" *not comparable*" if c.get("not_comparable") else "")
+
+
 def _pair(r, key):
     return " / ".join(_count(r["cells"].get(p, {"status": Status.NOT_RUN}), key)
                       for p in ("off", "on"))
@@ -416,21 +422,26 @@ def pathlen_markdown(d):
     notes on counts that differ between samples."""
     out = pathlen_header(d)
     est = bool(d.get("estimates"))
-    out += ["| System call | Mode | pti=off | pti=on | inside (off / on) | outside (off / on) "
-            + ("| est. cycles (off / on) " if est else "")
+    out += ["| System call | Mode | outside (off / on) | inside (off / on) | total, pti=off "
+            "| total, pti=on " + ("| est. cycles (off / on) " if est else "")
             + "| costly, pti=off | costly, pti=on |",
             "|---|---|---:|---:|---:|---:|" + ("---:|" if est else "") + "---|---|"]
     for r in d["rows"]:
         c = r["cells"]
         cyc = (f"{_est(c.get('off', {}))} / {_est(c.get('on', {}))} | " if est else "")
-        out.append(f"| {r['op']} | {r['mode']} | {_count(c.get('off', {}))} | "
-                   f"{_count(c.get('on', {}))} | {_pair(r, 'inside')} | "
-                   f"{_pair(r, 'outside')} | {cyc}{costly_text(c.get('off', {}))} | "
+        out.append(f"| {r['op']} | {r['mode']} | {_pair(r, 'outside')} | "
+                   f"{_pair(r, 'inside')} | {_total(c.get('off', {}))} | "
+                   f"{_total(c.get('on', {}))} | {cyc}{costly_text(c.get('off', {}))} | "
                    f"{costly_text(c.get('on', {}))} |")
     out += ["", "Instructions executed from the entering instruction to the one after it "
-            "(both user and kernel); inside: in the system call's own function "
+            "(both user and kernel); outside: entry, exit and the vDSO, what kml changes, "
+            "the figure to compare modes by; inside: in the system call's own function "
             "(`__x64_sys_NAME`; for kernel-kfunc the function behind the handle) and "
-            "what it calls; outside: the rest (entry, exit, the vDSO). A range is min–max over the samples (see the notes)."
+            "what it calls. Inside and outside are the shortest sample's; a total range is "
+            "min–max over the samples (see the notes). A total marked *not comparable* "
+            "belongs to a cell whose inside count is more than "
+            f"{round(d.get('inside_tolerance', 0.05) * 100)} % from the ordinary process's (the "
+            "notes say why)."
             + (" est. cycles: an ESTIMATE from the shortest sample (next section)." if est
                else ""), ""]
     out += pathlen_estimates(d)
@@ -448,6 +459,8 @@ def pathlen_details(d):
                 continue
             items = [f"{x['kind']} `{x['insn']}` at {x['at']}" for x in c["costly"]]
             out.append(f"- {where}: " + ("; ".join(items) or "none"))
+            if c.get("not_comparable"):
+                notes.append(f"{where}: not comparable: {c['not_comparable']}")
             if c.get("differs"):
                 x = c["differs"]
                 notes.append(f"{where}: {c['samples']} instructions in the samples; the "

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import warnings
 
 import pytest
@@ -51,10 +52,16 @@ def boot_results(config):
     if config not in _boots:
         c = TESTS[config]
         smp, append, kernel = c.smp, c.append, c.kernel
+        # pytest holds the output of tests; the boot takes minutes
+        t = time.monotonic()
+        print(f"\nkml: {config}: one boot runs every guest test program (minutes under "
+              "TCG)", file=sys.__stderr__, flush=True)
         # A disk larger than RAM for the paging test (process.c)
         res = qemu.boot(["run-tests"], smp=smp, mem=GUEST_MEM, append=append,
                         timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB,
                         kernel=kbuild.kernel(kernel))
+        print(f"kml: {config}: the guest tests' boot took {time.monotonic() - t:.0f} s",
+              file=sys.__stderr__, flush=True)
         for first in res.crashed_before:
             warnings.warn(f"{config}: {first.verdict()}; booted once more")
         _boots[config] = (res, tap.parse_runs(res.output.decode(errors="replace")))

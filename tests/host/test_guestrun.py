@@ -207,6 +207,8 @@ def test_group_boots_by_append():
     d = Spec("d", Mode.USER, "p", append="x=1")
     assert guestrun.group([a, b, c, d]) == [("", (8, None), [a, c]),
                                              ("x=1", (64, "ext4"), [b, d])]
+    e = Spec("e", Mode.KERNEL, "p", append="x=1", boot="fresh")
+    assert guestrun.group([b, e, d]) == [("x=1", (64, "ext4"), [b, d]), ("x=1", None, [e])]
 
 
 def test_status_is_its_value():

@@ -489,11 +489,36 @@ def test_markdown(monkeypatch):
     monkeypatch.setattr(pathlen, "GUEST_BINARY", None)
     monkeypatch.setattr(pathlen, "VDSO_DBG", None)
     md = report.pathlen_markdown(combined())
-    assert "| getppid | user | 5 | 5–7 | 2 / 2 | 3 / 3 | SWAPGS, SYSRET | SWAPGS, SYSRET |" in md
-    assert "| getppid | kernel-call | 5 | – | 2 / – | 3 / – | SWAPGS, SYSRET |  |" in md
+    assert "| getppid | user | 3 / 3 | 2 / 2 | 5 | 5–7 | SWAPGS, SYSRET | SWAPGS, SYSRET |" in md
+    assert "| getppid | kernel-call | 3 / – | 2 / – | 5 | – | SWAPGS, SYSRET |  |" in md
+    assert "not comparable" not in md.split("## Costly")[1]
     assert "- getppid, user, pti=on: SWAPGS `swapgs` at entry_SYSCALL_64+0x0;" in md
     assert "1. getppid, user, pti=on: [5, 7] instructions in the samples" in md
     assert "kernel-call-pti-on: kernel mode" in md and "**unavailable**" in md
+
+
+def test_a_mode_whose_inside_differs_is_not_comparable():
+    """The demo's first table compares like with like: a mode's total is
+    marked when its system call's own function did more than 5 % more or
+    less work than the ordinary process's (a cold cache, a refill)."""
+    def fig(inside, outside):
+        return {"instructions": inside + outside, "min": inside + outside,
+                "max": inside + outside, "inside": inside, "outside": outside, "costly": []}
+    records = [{"name": f"{m}-pti-off", "mode": m, "pti": "off", "ops": ["stat"],
+                "status": Status.OK, "reason": None}
+               for m in ("user", "kernel-syscall", "kernel-call")]
+    figures = {"user-pti-off": {"stat": fig(3685, 176)},
+               "kernel-syscall-pti-off": {"stat": fig(10537, 75)},
+               "kernel-call-pti-off": {"stat": fig(3685 + 184, 80)}}
+    rows = pathlen.rows(records, figures)
+    marks = [r["cells"]["off"].get("not_comparable") for r in rows]
+    assert marks[0] is None and marks[2] is None        # the ordinary one; within 5 %
+    assert "inside 10537 against the ordinary process's 3685 (+186 %" in marks[1]
+    d = {"rows": rows, "runs": [], "boots": [], "inside_tolerance": 0.05, "sstep": [1],
+         "skip": 1, "samples": 5}
+    md = report.pathlen_markdown(d)
+    assert "| stat | kernel-syscall | 75 / n/a | 10537 / n/a | 10612 *not comparable* | – |" in md
+    assert "stat, kernel-syscall, pti=off: not comparable: inside 10537" in md
 
 
 def test_combine_without_any_counted_run():
@@ -771,3 +796,16 @@ def test_cpu_model_warnings_are_no_console_problems():
            "options.\n"
            "[    0.2] WARNING: CPU: 0 PID: 1 at kernel/foo.c:1 bar+0x0/0x10\n")
     assert [k for k, _, _ in console.problems(log)] == ["WARNING"]
+
+
+def test_the_demo_lead_boots_each_mode_afresh():
+    """The demo's first table: every mode in a boot of its own, five hits
+    counted per row, so no mode runs second to another's warm-up."""
+    from kmltool import guestrun
+    from kmltool.commands import bench
+    specs = pathlen.specs(list(bench.LEAD_OPS), ("off",), None, boot_per_mode=True)
+    boots = guestrun.group(specs)
+    assert len(boots) == len(specs) == len(pathlen.MODES)
+    assert all(len(members) == 1 for _, _, members in boots)
+    assert bench.LEAD_SAMPLES >= 5
+    assert len(guestrun.group(pathlen.specs(list(bench.LEAD_OPS), ("off",)))) == 1

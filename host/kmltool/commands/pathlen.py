@@ -57,11 +57,12 @@ class Pathlen(Measurement):
 
     def __init__(self, a, only, samples, smp, pti=pathlen.PTI, kernel=None,
                  cpu=pathlen.DEFAULT_CPU, skip=pathlen.DEFAULT_SKIP,
-                 long_samples=pathlen.DEFAULT_LONG_SAMPLES, modes=None):
+                 long_samples=pathlen.DEFAULT_LONG_SAMPLES, modes=None, boot_per_mode=False):
         super().__init__(a)
         self.only, self.samples, self.smp, self.pti = only, samples, smp, pti
         self.kernel_name, self.cpu, self.skip = kernel, cpu, skip
         self.long_samples, self.modes = long_samples, modes
+        self.boot_per_mode = boot_per_mode
 
     def configs(self):
         return [configs.PATHLEN[f"pti-{p}"] for p in self.pti]
@@ -79,7 +80,7 @@ class Pathlen(Measurement):
             self.samples, skip=self.skip, say=say,
             progress=say if os.environ.get("KML_PATHLEN_PROGRESS") == "1" else None,
             long_samples=self.long_samples)
-        self._specs = pathlen.specs(self.only, self.pti, self.modes)
+        self._specs = pathlen.specs(self.only, self.pti, self.modes, self.boot_per_mode)
         return self._specs
 
     def boot(self, specs):
