@@ -651,8 +651,9 @@ TEST_F(modes, o_direct_io_from_a_kernel_mode_buffer)
 	ASSERT_LE(2 << 20, size);
 	/*
 	 * Inside the last MiB, away from its start: the paging test
-	 * (process.c) writes markers at MiB starts and wants every other
-	 * page to begin with a zero, so the data is zeroed again below.
+	 * (kml_process.c, a kernel selftest) writes markers at MiB
+	 * starts and wants every other page to begin with a zero, so the
+	 * data is zeroed again below.
 	 */
 	at = size - (1 << 20) + 4096;
 	snprintf(off, sizeof(off), "%llu", at);

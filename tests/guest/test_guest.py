@@ -1,5 +1,7 @@
-"""Guest tests: every TEST() of guest/tests/*.c is one pytest case per VM
-configuration.  Each configuration boots once and runs all guest test
+"""Guest tests: every TEST() of guest/tests/*.c, and of the kernel
+selftests the guest image installs with them (KSFT_TESTS in
+guest/Makefile: tools/testing/selftests/x86/kml_NAME.c in the kernel
+tree), is one pytest case per VM configuration.  Each configuration boots once and runs all guest test
 programs; a test that is in the source but missing from the output fails.
 """
 import json
@@ -16,6 +18,9 @@ from kmltool import kbuild, paths, qemu, tap
 from kmltool.configs import TESTS
 
 GUEST_TESTS = ROOT / "guest" / "tests"
+# The kernel tree's selftests (there once ./kml build has made the tree;
+# without it their cases are not generated, and no VM could boot anyway)
+KSFT_X86 = paths.TREE / "tools" / "testing" / "selftests" / "x86"
 GUEST_MEM, GUEST_DISK_MIB = "512M", 768
 pytestmark = pytest.mark.vm
 
@@ -26,20 +31,35 @@ def dual_mode_programs():
     return set(m.group(1).split()) if m else set()
 
 
+def guest_test_sources():
+    """{program: source file} of the guest test programs: guest/tests/NAME.c,
+    and kml_NAME.c of the kernel tree's selftests for each NAME guest/Makefile
+    installs from there (KSFT_TESTS) where the tree has it."""
+    srcs = {src.stem: src for src in GUEST_TESTS.glob("*.c")}
+    m = re.search(r"^KSFT_TESTS := \$\(addprefix \$\(O\)/tests/,([^)]*)\)",
+                  (ROOT / "guest" / "Makefile").read_text(), re.M)
+    for name in m.group(1).split() if m else []:
+        src = KSFT_X86 / f"kml_{name}.c"
+        if src.exists():
+            srcs[name] = src
+    return dict(sorted(srcs.items()))
+
+
 def declared_tests():
-    """(program, harness name) for every test declared in guest/tests/*.c;
-    dual-mode programs are listed twice, as NAME and NAME@kernel."""
+    """(program, harness name) for every test declared in the guest test
+    programs (guest_test_sources()); dual-mode programs are listed twice,
+    as NAME and NAME@kernel."""
     out = []
     dual = dual_mode_programs()
-    for src in sorted(GUEST_TESTS.glob("*.c")):
+    for prog, src in guest_test_sources().items():
         text = src.read_text()
         for m in re.finditer(r"^\s*(TEST|TEST_SIGNAL|TEST_F|TEST_F_SIGNAL|TEST_F_TIMEOUT)"
                              r"\(\s*(\w+)\s*,?\s*(\w*)", text, re.M):
             kind, a, b = m.groups()
             name = f"global.{a}" if kind in ("TEST", "TEST_SIGNAL") else f"{a}.{b}"
-            out.append((src.stem, name))
-            if src.stem in dual:
-                out.append((src.stem + "@kernel", name))
+            out.append((prog, name))
+            if prog in dual:
+                out.append((prog + "@kernel", name))
     return out
 
 
@@ -56,7 +76,7 @@ def boot_results(config):
         t = time.monotonic()
         print(f"\nkml: {config}: one boot runs every guest test program (minutes under "
               "TCG)", file=sys.__stderr__, flush=True)
-        # A disk larger than RAM for the paging test (process.c)
+        # A disk larger than RAM for the paging test (kml_process.c)
         res = qemu.boot(["run-tests"], smp=smp, mem=GUEST_MEM, append=append,
                         timeout=1500, stream=False, disk_mib=GUEST_DISK_MIB,
                         kernel=kbuild.kernel(kernel))
@@ -618,8 +638,7 @@ def test_dynamic_kstacks_without_kernel_mode_processes():
     assert faults > 0
 
 
-PROCESS_TESTS = len(re.findall(r"^TEST(?:_SIGNAL|_F|_F_TIMEOUT|_F_SIGNAL)?\(",
-                                (GUEST_TESTS / "process.c").read_text(), re.M))
+PROCESS_TESTS = sum(prog == "process" for prog, _ in declared_tests())
 
 
 SYSCTL = "/proc/sys/kernel/"
