@@ -152,7 +152,7 @@ def install_package(stock_key, deb):
     new.unlink(missing_ok=True)
     run(["cp", "--sparse=always", "--reflink=auto", str(STOCK), str(new)])
     script = ("set -e; export DEBIAN_FRONTEND=noninteractive; "
-              f"apt-get install -y --no-download /root/{deb.name}; "
+              f"apt-get install -y /root/{deb.name}; "
               f"grep -q 'vmlinuz-{release}' /boot/grub/grub.cfg; "
               "echo == default: $(grep -m1 -o \"vmlinuz-[^ ]*\" /boot/grub/grub.cfg)")
     res = boot(new, ["sh", "-c", script], adds=[f"{deb}:/root/"], timeout=INSTALL_TIMEOUT,

@@ -58,7 +58,7 @@ def test_newer_package_over_older_boots(work):
     if not new.exists():
         new = package.build_package(package.DEFAULT_KERNEL, version=version)
     assert new != old
-    boot(image, f"apt-get install -y --no-download /root/{new.name}", adds=[f"{new}:/root/"])
+    boot(image, f"apt-get install -y /root/{new.name}", adds=[f"{new}:/root/"])
     out = boot(image, "uname -r; uname -v; dpkg-query -W -f '${Version}\\n' "
                       f"linux-image-{release}")
     lines = out.splitlines()
