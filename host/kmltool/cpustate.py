@@ -6,7 +6,7 @@ A kernel-mode process runs at CPL 0 but must not take SMEP and SMAP
 kernel-mode program, an ordinary program, the kernel itself, the idle
 task after a kernel-mode program — CR4 keeps both bits.  Inside the
 guest only a kernel-mode program can read CR4, and only while it runs
-itself (guest/tests/addrspace.c does); what the kernel, ordinary programs
+itself (tools/testing/selftests/x86/kml_addrspace.c does); what the kernel, ordinary programs
 and the idle task run with it cannot see.  So the host looks: it stops
 the VM through the gdb stub, reads cs, rip and cr4
 of each vCPU, lets the VM go on, and does so again and again while a

@@ -164,7 +164,8 @@ def gdb_socket(rundir):
 # arrives before the next flag-setting instruction pushes those bits; its
 # IRET loads TF, DF, AC, NT and IOPL from them (a kernel that uses slub's
 # per-CPU CMPXCHG16B, such as Debian's, double-faults within minutes of
-# random system calls).  guest/tests/cx16flags.c reproduces it.  Under such
+# random system calls).  cmpxchg16b_changes_only_zf of
+# tools/testing/selftests/x86/kml_insn.c reproduces it.  Under such
 # a TCG the guest gets no CX16: kernels then use their CMPXCHG16B emulation.
 TCG_CX16_FIXED = (8, 0)
 
