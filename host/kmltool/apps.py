@@ -257,7 +257,7 @@ def system_adds():
     return [
         f"{paths.GUEST_SRC / 'kml-modes'}:/usr/bin/kml-modes",
         f"{paths.GUEST_OUT / 'kml-apps'}:/usr/bin/kml-apps",
-        f"{paths.GUEST_SRC / 'apps' / 'nginx.conf'}:{GUEST_DIR}/nginx.conf",
+        f"{paths.GUEST_SRC / 'bench' / 'apps' / 'nginx.conf'}:{GUEST_DIR}/nginx.conf",
         f"/usr/bin/find:{FIND_GUEST}",
         f"{manifest_path()}:{MANIFEST_GUEST}",
     ]

@@ -1,5 +1,6 @@
 """Unit tests: ./kml bench --apps (host/kmltool/apps.py, report.apps_markdown)
 and its guest helper kml-apps, built and run here; no VM."""
+import os
 import socket
 import subprocess
 
@@ -251,3 +252,13 @@ def test_combine_appliance_column():
     md = report.apps_markdown(d)
     assert "- pti-off-appliance nginx all: **error**: pti-off-appliance.nginx.all.1-1: no " \
         "output" in md, md
+
+
+def test_the_debian_systems_adds_name_files_of_the_checkout(monkeypatch):
+    """--system debian's --add list: every file of the checkout it names
+    exists (nginx.conf moved once and only the Debian system's boot said so)."""
+    from kmltool import paths
+    monkeypatch.setattr(apps, "manifest_path", lambda: "/nonexistent/manifest")
+    srcs = [a.split(":", 1)[0] for a in apps.system_adds()]
+    ours = [s for s in srcs if s.startswith(str(paths.GUEST_SRC))]
+    assert ours and all(os.path.exists(s) for s in ours), ours
