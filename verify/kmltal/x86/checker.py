@@ -82,26 +82,25 @@ def read_elf(data):
                                f"(ET_EXEC) are checked")
     if e_phentsize != 56 or e_phoff + e_phnum * 56 > len(data) or e_phnum == 0:
         raise _Fail("elf", 32, "bad program header table")
-    phdrs = []
+    return e_entry, _phdrs(data, e_phoff, e_phnum)
+
+
+def _phdrs(data, e_phoff, e_phnum):
+    """The program headers of an ELF64 file, as Phdr."""
+    out = []
     for i in range(e_phnum):
         at = e_phoff + i * 56
         p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = \
             struct.unpack_from("<IIQQQQQ", data, at)
-        phdrs.append(Phdr(i, p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, at))
-    return e_entry, phdrs
+        out.append(Phdr(i, p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, at))
+    return out
 
 
 def read_elf_any(data):
     """(entry, program headers) of an ELF64 file of any type (for tests)."""
     e_entry, e_phoff = struct.unpack_from("<QQ", data, 24)
     e_phnum = struct.unpack_from("<H", data, 56)[0]
-    phdrs = []
-    for i in range(e_phnum):
-        at = e_phoff + i * 56
-        p_type, p_flags, p_offset, p_vaddr, _paddr, p_filesz, p_memsz = \
-            struct.unpack_from("<IIQQQQQ", data, at)
-        phdrs.append(Phdr(i, p_type, p_flags, p_offset, p_vaddr, p_filesz, p_memsz, at))
-    return e_entry, phdrs
+    return e_entry, _phdrs(data, e_phoff, e_phnum)
 
 
 def _text_segment(phdrs, size):
