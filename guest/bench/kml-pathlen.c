@@ -202,18 +202,18 @@ static struct {
 	long wait_s;
 	const char *json;
 	const char *label;
-	int fast_syscall;
+	const char *syscall_path;
 	const char *echo;	/* --echo RFD,WFD: the partner of xpipe_rtt */
 	const char *file;	/* stat, fstat, open_close, select_file_N */
 	const char *exec;	/* fork_exec's program */
-} opt = { .expect_kernel = -1, .warmup = 100, .wait_s = 600, .fast_syscall = -1,
+} opt = { .expect_kernel = -1, .warmup = 100, .wait_s = 600, .syscall_path = NULL,
 	  .exec = "/usr/lib/kml/hello" };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: %s [--path syscall|call|kfunc] [--expect-mode user|kernel] "
 		"[--only OP,...] [--warmup N] [--wait-s S] [--json FILE] "
-		"[--label TEXT] [--fast-syscall 0|1|2] [--echo RFD,WFD] [--file PATH] "
+		"[--label TEXT] [--syscall-path complete|generic|bypass] [--echo RFD,WFD] [--file PATH] "
 		"[--exec PATH] [-v]\n"
 		"operations:", bench_prog);
 	for (size_t i = 0; i < NOPS; i++)
@@ -242,14 +242,14 @@ static void select_ops(const char *list)
 static void parse_args(int argc, char **argv)
 {
 	enum { PL_O_PATH = 0x2000, PL_O_EXPECT, PL_O_ONLY, PL_O_WARMUP, PL_O_WAIT,
-	       PL_O_FAST, PL_O_ECHO, PL_O_FILE, PL_O_EXEC };
+	       PL_O_SCPATH, PL_O_ECHO, PL_O_FILE, PL_O_EXEC };
 	static const struct option lopts[] = {
 		{ "path", required_argument, NULL, PL_O_PATH },
 		{ "expect-mode", required_argument, NULL, PL_O_EXPECT },
 		{ "only", required_argument, NULL, PL_O_ONLY },
 		{ "warmup", required_argument, NULL, PL_O_WARMUP },
 		{ "wait-s", required_argument, NULL, PL_O_WAIT },
-		{ "fast-syscall", required_argument, NULL, PL_O_FAST },
+		{ "syscall-path", required_argument, NULL, PL_O_SCPATH },
 		{ "echo", required_argument, NULL, PL_O_ECHO },
 		{ "file", required_argument, NULL, PL_O_FILE },
 		{ "exec", required_argument, NULL, PL_O_EXEC },
@@ -276,8 +276,13 @@ static void parse_args(int argc, char **argv)
 			opt.warmup = bench_parse_long("--warmup", optarg, 1, 1000000);
 		else if (ch == PL_O_WAIT)
 			opt.wait_s = bench_parse_long("--wait-s", optarg, 1, 86400);
-		else if (ch == PL_O_FAST)
-			opt.fast_syscall = bench_parse_long("--fast-syscall", optarg, 0, 2);
+		else if (ch == PL_O_SCPATH && (!strcmp(optarg, "complete") ||
+					       !strcmp(optarg, "generic") ||
+					       !strcmp(optarg, "bypass")))
+			opt.syscall_path = optarg;
+		else if (ch == PL_O_SCPATH)
+			bench_usage_error("invalid --syscall-path value '%s': complete, generic or bypass",
+					  optarg);
 		else if (ch == PL_O_ECHO)
 			opt.echo = optarg;
 		else if (ch == PL_O_FILE)
@@ -300,22 +305,29 @@ static void parse_args(int argc, char **argv)
 }
 
 /*
- * --fast-syscall N: the path of kernel-mode system calls to count
- * (kernel.kml_fast_syscall), set for this run and put back at exit.
+ * --syscall-path WORD: the path of kernel-mode system calls to count
+ * (kernel.kml_syscall_path), set for this run and put back at exit.
  */
-#define FAST_SYSCTL "/proc/sys/kernel/kml_fast_syscall"
-static int fast_saved = -1;
+#define PATH_SYSCTL "/proc/sys/kernel/kml_syscall_path"
+static char path_saved[32];
 
-static int fast_sysctl(int v)
+static int path_sysctl(const char *word)
 {
-	return bench_write_int(FAST_SYSCTL, v);
+	int fd = open(PATH_SYSCTL, O_WRONLY), r = 0;
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, word, strlen(word)) != (ssize_t)strlen(word))
+		r = -1;
+	close(fd);
+	return r;
 }
 
-static void fast_restore(void)
+static void path_restore(void)
 {
-	if (fast_saved >= 0 && fast_sysctl(fast_saved))
-		fprintf(stderr, "%s: cannot put %s back to %d: %s\n", bench_prog,
-			FAST_SYSCTL, fast_saved, strerror(errno));
+	if (path_saved[0] && path_sysctl(path_saved))
+		fprintf(stderr, "%s: cannot put %s back to %s: %s\n", bench_prog,
+			PATH_SYSCTL, path_saved, strerror(errno));
 }
 
 /*
@@ -363,20 +375,21 @@ static int check_available(void)
 {
 	if (!bench_in_expected_mode(opt.expect_kernel))
 		return 3;
-	if (opt.fast_syscall >= 0) {
-		FILE *f = fopen(FAST_SYSCTL, "r");
+	if (opt.syscall_path) {
+		FILE *f = fopen(PATH_SYSCTL, "r");
 
-		if (!f || fscanf(f, "%d", &fast_saved) != 1)
-			fast_saved = -1;
+		if (!f || !fgets(path_saved, sizeof(path_saved), f))
+			path_saved[0] = 0;
 		if (f)
 			fclose(f);
-		if (fast_saved < 0 || fast_sysctl(opt.fast_syscall)) {
-			fprintf(stderr, "%s: --fast-syscall %d: cannot set %s: %s\n",
-				bench_prog, opt.fast_syscall, FAST_SYSCTL,
-				fast_saved < 0 ? "not a kml kernel" : strerror(errno));
+		path_saved[strcspn(path_saved, "\n")] = 0;
+		if (!path_saved[0] || path_sysctl(opt.syscall_path)) {
+			fprintf(stderr, "%s: --syscall-path %s: cannot set %s: %s\n",
+				bench_prog, opt.syscall_path, PATH_SYSCTL,
+				!path_saved[0] ? "not a kml kernel" : strerror(errno));
 			return 3;
 		}
-		atexit(fast_restore);
+		atexit(path_restore);
 	}
 	if (opt.path == PATH_KFUNC)
 		return kfunc_setup();

@@ -27,7 +27,7 @@
  *
  * idle-threads (not timed): --threads N (default 1000) threads with 64 KiB
  * pthread stacks block in read() on a pipe.  /proc/meminfo KernelStack
- * and /proc/vmstat nr_dynamic_stack_pages (the demand-paged kernel stacks'
+ * and /proc/vmstat dynamic_kstack_pages (the demand-paged kernel stacks'
  * counter; absent: null) are read before the threads are created, when
  * all of them sleep (state S in /proc/self/task), and after they have been
  * released (the write end closed: end of file) and joined and the task
@@ -53,7 +53,7 @@
  *   deferred   the same, with the driver's "starve TID": the refill finds
  *              the pools empty and kstackd does it (the slow path)
  * Each reclaimed (deferred) wake-up must raise /proc/vmstat's
- * nr_dynamic_stack_wake_refills (_deferred), or the run fails.
+ * dynamic_kstack_wake_refills (_deferred), or the run fails.
  * The last two are left out, with the reason, in the other modes and
  * without the driver.
  *
@@ -138,7 +138,7 @@ struct result {
 /* The idle-threads readings: -1 where absent or not read. */
 struct mem {
 	long long kstack_kib;	/* /proc/meminfo KernelStack */
-	long long dyn_pages;	/* /proc/vmstat nr_dynamic_stack_pages */
+	long long dyn_pages;	/* /proc/vmstat dynamic_kstack_pages */
 };
 
 static struct {
@@ -521,7 +521,7 @@ static long long proc_value(const char *file, const char *key)
 static void read_mem(struct mem *m)
 {
 	m->kstack_kib = proc_value("/proc/meminfo", "KernelStack:");
-	m->dyn_pages = proc_value("/proc/vmstat", "nr_dynamic_stack_pages");
+	m->dyn_pages = proc_value("/proc/vmstat", "dynamic_kstack_pages");
 }
 
 /* The threads of this process other than this one, and how many of them
@@ -858,8 +858,8 @@ static int wake_prepare(struct waker *w, int k)
  * sleeper is refilled in try_to_wake_up(), each starved one by kstackd.
  */
 static const char *const wake_counter[NWAKE] = {
-	[WAKE_RECLAIMED] = "nr_dynamic_stack_wake_refills",
-	[WAKE_DEFERRED] = "nr_dynamic_stack_wake_deferred",
+	[WAKE_RECLAIMED] = "dynamic_kstack_wake_refills",
+	[WAKE_DEFERRED] = "dynamic_kstack_wake_deferred",
 };
 
 /* WAKE_TRIALS wake-ups of kind k; 0, or -1 with a reason. */
@@ -1038,7 +1038,7 @@ static void print_md(FILE *f, const struct result *res)
 		opt.threads);
 	md_mem_row(f, "KernelStack (KiB)", &idle.before, &idle.blocked,
 		   &idle.after, 0, 1);
-	md_mem_row(f, "nr_dynamic_stack_pages (KiB)", &idle.before,
+	md_mem_row(f, "dynamic_kstack_pages (KiB)", &idle.before,
 		   &idle.blocked, &idle.after, 1,
 		   sysconf(_SC_PAGESIZE) / 1024.0);
 	fprintf(f, "\n## Wake-up latency of a sleeper (%d KiB of kernel stack "
@@ -1075,7 +1075,7 @@ static void json_mem(FILE *f, const char *key, const struct mem *m)
 		fputs("null", f);
 	else
 		fprintf(f, "%lld", m->kstack_kib);
-	json_ll(f, "nr_dynamic_stack_pages", m->dyn_pages);
+	json_ll(f, "dynamic_kstack_pages", m->dyn_pages);
 	fputc('}', f);
 }
 

@@ -1129,9 +1129,9 @@ TEST(only_cap_sys_admin_changes_the_sysctls)
 {
 	static const char *const names[] = {
 		"kml_enabled", "kml_group", "kml_require_mark",
-		"kml_fast_syscall", "kml_trusted_dir",
+		"kml_syscall_path", "kml_trusted_dir",
 	};
-	static const char *const other[] = { "0", "4242", "1", "0", "/tmp" };
+	static const char *const other[] = { "0", "4242", "1", "complete", "/tmp" };
 	char before[256], after[256];
 
 	for (unsigned int i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

@@ -888,17 +888,16 @@ TEST(kfunc_call_on_every_entry_path)
 	NEED_KERNEL_MODE();
 	h = kfopen(_metadata, "__do_sys_getpid");
 	ASSERT_EQ(0, h);
-	f = fopen("/proc/sys/kernel/kml_fast_syscall", "r");
+	f = fopen("/proc/sys/kernel/kml_syscall_path", "r");
 	ASSERT_NE(NULL, f);
 	ASSERT_NE(NULL, fgets(old, sizeof(old), f));
 	fclose(f);
 	for (mode = 0; mode <= max; mode++) {
-		char v[4];
-		int fd = open("/proc/sys/kernel/kml_fast_syscall", O_WRONLY);
+		static const char *const path[] = { "complete", "generic", "bypass" };
+		int fd = open("/proc/sys/kernel/kml_syscall_path", O_WRONLY);
 
 		ASSERT_LE(0, fd);
-		snprintf(v, sizeof(v), "%d", mode);
-		if (write(fd, v, strlen(v)) < 0) {
+		if (write(fd, path[mode], strlen(path[mode])) < 0) {
 			/* the bypass is not offered by this kernel */
 			EXPECT_EQ(2, mode);
 			close(fd);
@@ -906,11 +905,11 @@ TEST(kfunc_call_on_every_entry_path)
 		}
 		close(fd);
 		r = 0;
-		EXPECT_EQ(0, kml_kfunc_call(h, &r)) TH_LOG("kml_fast_syscall=%d", mode);
-		EXPECT_EQ(getpid(), (pid_t)r) TH_LOG("kml_fast_syscall=%d", mode);
+		EXPECT_EQ(0, kml_kfunc_call(h, &r)) TH_LOG("kml_syscall_path=%s", path[mode]);
+		EXPECT_EQ(getpid(), (pid_t)r) TH_LOG("kml_syscall_path=%s", path[mode]);
 		EXPECT_EQ(-EBADF, kml_kfunc_call(h + 1, &r));
 	}
-	f = fopen("/proc/sys/kernel/kml_fast_syscall", "w");
+	f = fopen("/proc/sys/kernel/kml_syscall_path", "w");
 	ASSERT_NE(NULL, f);
 	fputs(old, f);
 	ASSERT_EQ(0, fclose(f));

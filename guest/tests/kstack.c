@@ -99,25 +99,25 @@ static int consume(int kib)
 
 TEST(counters_and_status_present)
 {
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_faults"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_pages"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_refills"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_kills"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_entry_faults"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_reserve_used"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_reclaimed"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_wake_refills"));
-	ASSERT_LE(0, vmstat("nr_dynamic_stack_wake_deferred"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_faults"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_pages"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_refills"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_kills"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_entry_faults"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_reserve_used"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_reclaimed"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_wake_refills"));
+	ASSERT_LE(0, vmstat("dynamic_kstack_wake_deferred"));
 	ASSERT_LT(0, stack_kb());
 	ASSERT_EQ(0, access(CONSUME, W_OK));
 	if (!dynamic_on()) {
 		/* A running task's stack is whole: nothing is faulted in */
 		EXPECT_EQ(STACK_KB, stack_kb());
-		EXPECT_EQ(0, vmstat("nr_dynamic_stack_faults"));
+		EXPECT_EQ(0, vmstat("dynamic_kstack_faults"));
 	}
 	if (!dynamic_on() && !reclaim_on()) {
-		EXPECT_EQ(0, vmstat("nr_dynamic_stack_pages"));
-		EXPECT_EQ(0, vmstat("nr_dynamic_stack_reclaimed"));
+		EXPECT_EQ(0, vmstat("dynamic_kstack_pages"));
+		EXPECT_EQ(0, vmstat("dynamic_kstack_reclaimed"));
 	}
 }
 
@@ -219,15 +219,15 @@ static int grow_child_fn(void *arg)
 
 TEST(grows_from_one_page_to_full)
 {
-	long faults = vmstat("nr_dynamic_stack_faults");
+	long faults = vmstat("dynamic_kstack_faults");
 	int status = in_fresh_child(grow_child_fn, NULL);
 
 	ASSERT_TRUE(status >= 0 && WIFEXITED(status));
 	ASSERT_EQ(0, WEXITSTATUS(status));
 	if (dynamic_on()) {
-		EXPECT_LT(faults, vmstat("nr_dynamic_stack_faults"));
+		EXPECT_LT(faults, vmstat("dynamic_kstack_faults"));
 	} else {
-		EXPECT_EQ(0, vmstat("nr_dynamic_stack_faults"));
+		EXPECT_EQ(0, vmstat("dynamic_kstack_faults"));
 	}
 }
 
@@ -286,12 +286,12 @@ static int edge_read_child(void *arg)
  * the handler would see the stack address instead of the file page's,
  * and the read would fail with EFAULT (issue 15's CR2 finding).  The
  * fault entry maps room for the entry code first, so no stack fault
- * ever hits entry text (nr_dynamic_stack_entry_faults).
+ * ever hits entry text (dynamic_kstack_entry_faults).
  */
 TEST(page_fault_at_the_stack_edge_sees_its_own_address)
 {
 	static int above[] = { 64, 96, 128, 160, 192, 224, 256, 288, 320, 384 };
-	long entry_faults = vmstat("nr_dynamic_stack_entry_faults");
+	long entry_faults = vmstat("dynamic_kstack_entry_faults");
 	unsigned int i;
 
 	ASSERT_LE(0, entry_faults);
@@ -312,7 +312,7 @@ TEST(page_fault_at_the_stack_edge_sees_its_own_address)
 			TH_LOG("%d bytes above the edge", above[i]);
 		}
 	}
-	EXPECT_EQ(entry_faults, vmstat("nr_dynamic_stack_entry_faults"));
+	EXPECT_EQ(entry_faults, vmstat("dynamic_kstack_entry_faults"));
 }
 
 #define STARVE "/sys/kernel/debug/dynamic_kstacks/starve"
@@ -356,7 +356,7 @@ static int starve_atomic_child(void *arg)
  */
 TEST(contexts_that_must_not_die_grow_from_the_reserve)
 {
-	long used = vmstat("nr_dynamic_stack_reserve_used");
+	long used = vmstat("dynamic_kstack_reserve_used");
 	int status, err = -EAGAIN, tries;
 
 	ASSERT_LE(0, used);
@@ -375,15 +375,15 @@ TEST(contexts_that_must_not_die_grow_from_the_reserve)
 	}
 	ASSERT_TRUE(status >= 0 && WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
-	EXPECT_LT(used, vmstat("nr_dynamic_stack_reserve_used"));
-	used = vmstat("nr_dynamic_stack_reserve_used");
+	EXPECT_LT(used, vmstat("dynamic_kstack_reserve_used"));
+	used = vmstat("dynamic_kstack_reserve_used");
 	/* Time for a tick to refill the reserve the child used */
 	usleep(100 * 1000);
 	/* A new kernel thread may get a cached stack that grew before */
 	for (tries = 0; tries < 8 && err == -EAGAIN; tries++)
 		err = starve("kthread 12");
 	EXPECT_EQ(0, err);
-	EXPECT_LT(used, vmstat("nr_dynamic_stack_reserve_used"));
+	EXPECT_LT(used, vmstat("dynamic_kstack_reserve_used"));
 }
 
 /*
@@ -464,8 +464,8 @@ static int starve_worker_child(void *arg)
  */
 TEST(io_uring_worker_grows_from_the_reserve_without_a_kill)
 {
-	long used = vmstat("nr_dynamic_stack_reserve_used");
-	long kills = vmstat("nr_dynamic_stack_kills");
+	long used = vmstat("dynamic_kstack_reserve_used");
+	long kills = vmstat("dynamic_kstack_kills");
 	int status, tries;
 
 	if (!dynamic_on())
@@ -479,8 +479,8 @@ TEST(io_uring_worker_grows_from_the_reserve_without_a_kill)
 		TH_LOG("the process was killed: status %#x", status);
 	}
 	EXPECT_EQ(0, WEXITSTATUS(status));
-	EXPECT_LT(used, vmstat("nr_dynamic_stack_reserve_used"));
-	EXPECT_EQ(kills, vmstat("nr_dynamic_stack_kills"));
+	EXPECT_LT(used, vmstat("dynamic_kstack_reserve_used"));
+	EXPECT_EQ(kills, vmstat("dynamic_kstack_kills"));
 }
 
 #define POOLS "/sys/kernel/debug/dynamic_kstacks/pools"
@@ -680,9 +680,9 @@ TEST(sleepers_give_pages_back_and_get_them_before_running)
 	}
 	EXPECT_EQ(-EINVAL, write_text(RECLAIM, "sweep"));
 	EXPECT_EQ(-ESRCH, write_text(RECLAIM, "starve 999999"));
-	reclaimed = vmstat("nr_dynamic_stack_reclaimed");
-	refills = vmstat("nr_dynamic_stack_wake_refills");
-	deferred = vmstat("nr_dynamic_stack_wake_deferred");
+	reclaimed = vmstat("dynamic_kstack_reclaimed");
+	refills = vmstat("dynamic_kstack_wake_refills");
+	deferred = vmstat("dynamic_kstack_wake_deferred");
 	for (i = 0; i < SLEEPERS; i++) {
 		ASSERT_EQ(0, pipe(s[i].pipe));
 		ASSERT_EQ(0, pthread_create(&s[i].thread, NULL, sleeper_fn, &s[i]));
@@ -713,7 +713,7 @@ TEST(sleepers_give_pages_back_and_get_them_before_running)
 			TH_LOG("sleeper %d kept %ld kB", i, kb);
 		}
 	}
-	EXPECT_LE(reclaimed + SLEEPERS * 2, vmstat("nr_dynamic_stack_reclaimed"));
+	EXPECT_LE(reclaimed + SLEEPERS * 2, vmstat("dynamic_kstack_reclaimed"));
 	snprintf(tid, sizeof(tid), "starve %d", s[0].tid);
 	ASSERT_EQ(0, write_text(RECLAIM, tid));
 	for (i = 0; i < SLEEPERS; i++) {
@@ -725,11 +725,11 @@ TEST(sleepers_give_pages_back_and_get_them_before_running)
 		close(s[i].pipe[1]);
 	}
 	printf("# reclaimed %ld pages, %ld wake-ups refilled, %ld deferred\n",
-	       vmstat("nr_dynamic_stack_reclaimed") - reclaimed,
-	       vmstat("nr_dynamic_stack_wake_refills") - refills,
-	       vmstat("nr_dynamic_stack_wake_deferred") - deferred);
-	EXPECT_LE(refills + SLEEPERS - 1, vmstat("nr_dynamic_stack_wake_refills"));
-	EXPECT_LE(deferred + 1, vmstat("nr_dynamic_stack_wake_deferred"));
+	       vmstat("dynamic_kstack_reclaimed") - reclaimed,
+	       vmstat("dynamic_kstack_wake_refills") - refills,
+	       vmstat("dynamic_kstack_wake_deferred") - deferred);
+	EXPECT_LE(refills + SLEEPERS - 1, vmstat("dynamic_kstack_wake_refills"));
+	EXPECT_LE(deferred + 1, vmstat("dynamic_kstack_wake_deferred"));
 }
 
 #define THREADS 64
@@ -764,7 +764,7 @@ static void *worker_fn(void *arg)
 TEST(many_threads_grow_at_once_and_give_memory_back)
 {
 	static struct worker w[THREADS];
-	long pages_before = vmstat("nr_dynamic_stack_pages"), pages_after;
+	long pages_before = vmstat("dynamic_kstack_pages"), pages_after;
 	long slack;
 	int i, tries;
 
@@ -785,7 +785,7 @@ TEST(many_threads_grow_at_once_and_give_memory_back)
 	 */
 	slack = 2 * sysconf(_SC_NPROCESSORS_ONLN) * (STACK_KB / 4);
 	for (tries = 0; tries < 50; tries++) {
-		pages_after = vmstat("nr_dynamic_stack_pages");
+		pages_after = vmstat("dynamic_kstack_pages");
 		if (pages_after <= pages_before + slack)
 			break;
 		usleep(100 * 1000);

@@ -12,13 +12,14 @@
  *   __vdso_kml_syscall   called directly (also in user mode, where it
  *                        executes `syscall` itself), when the vDSO has it
  *
- * Tests in the "fast" fixture switch /proc/sys/kernel/kml_fast_syscall
+ * Tests in the "fast" fixture switch /proc/sys/kernel/kml_syscall_path
  * (restored by the parent afterwards, even if the test crashes) through
- * its values: 2 = the bypass (where the kernel offers it), 1 = the
- * generic entry work with the direct return, 0 = the complete path; they
- * need a kml kernel and root, and skip otherwise with the reason.  The
- * other tests run on the path the boot selected (the default, 2, or
- * sysctl.kernel.kml_fast_syscall=1 in one of the test configurations).  Everything
+ * its paths: bypass (where the kernel offers it), generic (the generic
+ * entry work with the direct return) and complete; they need a kml kernel
+ * and root, and skip otherwise with the reason.  The other tests run on
+ * the path the boot selected (the default, bypass, or
+ * sysctl.kernel.kml_syscall_path=generic in one of the test
+ * configurations).  Everything
  * else also runs on a stock kernel (there is no __vdso_kml_syscall there
  * and libkml falls back to the `syscall` instruction), except the fuzz
  * run, which is only for a kml guest.
@@ -55,10 +56,10 @@
 #include "kml_util.h"
 #include "kml.h"
 
-#define SYSCTL		"/proc/sys/kernel/kml_fast_syscall"
+#define SYSCTL		"/proc/sys/kernel/kml_syscall_path"
 #define FAST_KEY	"KernelModeFastSyscalls:"
 #define BYPASS_KEY	"KernelModeBypassSyscalls:"
-#define V_BYPASS	2		/* kml_fast_syscall values */
+#define V_BYPASS	2		/* path_names[] indices */
 #define V_GENERIC	1
 #define N_CALLS		1000
 #define KERNEL_ADDR	0xffffffff81000000UL
@@ -69,28 +70,41 @@
 
 /* ---- the sysctl and the counter -------------------------------------- */
 
+/* kernel.kml_syscall_path's words, by V_* value */
+static const char *const path_names[] = { "complete", "generic", "bypass" };
+
+/* The path's V_* value, or -1 */
 static int sysctl_get(void)
 {
 	char buf[32];
 
 	if (kml_read_file(SYSCTL, buf, sizeof(buf)) <= 0)
 		return -1;
-	return atoi(buf);
+	buf[strcspn(buf, "\n")] = 0;
+	for (int v = 0; v <= V_BYPASS; v++)
+		if (!strcmp(buf, path_names[v]))
+			return v;
+	return -1;
 }
 
 /* 0, or -errno */
-static int sysctl_set(int v)
+static int sysctl_write(const char *word)
 {
-	char buf[4];
+	char buf[32];
 	int fd = open(SYSCTL, O_WRONLY), r = 0;
 
 	if (fd < 0)
 		return -errno;
-	snprintf(buf, sizeof(buf), "%d\n", v);
+	snprintf(buf, sizeof(buf), "%s\n", word);
 	if (write(fd, buf, strlen(buf)) != (ssize_t)strlen(buf))
 		r = -errno;
 	close(fd);
 	return r;
+}
+
+static int sysctl_set(int v)
+{
+	return sysctl_write(path_names[v]);
 }
 
 /* The number after key in a status file's text, or -1. */
@@ -163,7 +177,7 @@ static long fast_count(void)
 
 /*
  * What the counter of direct returns must do for this process: 1 = grow
- * with every plain call (kernel mode, kml_fast_syscall 1 or 2), 0 = stay
+ * with every plain call (kernel mode, kml_syscall_path generic or bypass), 0 = stay
  * put (user mode, or the sysctl 0), -1 = no counter (not a kml kernel).
  */
 static int fast_expected(struct __test_metadata *_metadata)
@@ -474,7 +488,7 @@ TEST(same_results_on_every_path)
 }
 
 /*
- * Tests that switch kml_fast_syscall: the parent puts the old value back,
+ * Tests that switch kml_syscall_path: the parent puts the old value back,
  * also when the test dies.
  */
 FIXTURE(fast) {
@@ -497,14 +511,15 @@ FIXTURE_SETUP(fast)
 	r = sysctl_set(V_BYPASS);
 	if (r == -EINVAL) {
 		self->top = V_GENERIC;
-		TH_LOG("the kernel offers no bypass (%s rejects %d)", SYSCTL,
-		       V_BYPASS);
+		TH_LOG("the kernel offers no bypass (%s rejects it)", SYSCTL);
 	} else {
 		ASSERT_EQ(0, r);
 		self->top = V_BYPASS;
 	}
-	ASSERT_EQ(-EINVAL, sysctl_set(V_BYPASS + 1));
-	ASSERT_EQ(-EINVAL, sysctl_set(-1));
+	/* Only the paths' words: not the old numbers, nor prefixes */
+	ASSERT_EQ(-EINVAL, sysctl_write("2"));
+	ASSERT_EQ(-EINVAL, sysctl_write("bypas"));
+	ASSERT_EQ(-EINVAL, sysctl_write("fast"));
 }
 
 FIXTURE_TEARDOWN_PARENT(fast)
@@ -525,7 +540,7 @@ TEST_F(fast, same_results_fast_and_complete)
 		ASSERT_EQ(0, sysctl_set(v));
 		ASSERT_EQ(v, sysctl_get());
 		for (int i = 0; i < n; i++) {
-			TH_LOG("kml_fast_syscall=%d, %s", v, m[i].name);
+			TH_LOG("kml_syscall_path=%s, %s", path_names[v], m[i].name);
 			check_results(_metadata, &m[i], file);
 		}
 	}
@@ -570,8 +585,8 @@ TEST_F(fast, fast_path_is_taken)
 		ASSERT_EQ(0, sysctl_set(v));
 		for (int i = 0; i < n; i++) {
 			count_getppid(fd, &m[i], N_CALLS, &f, &b);
-			TH_LOG("kml_fast_syscall=%d, %s: generic +%ld, bypass +%ld over %d calls",
-			       v, m[i].name, f, b, N_CALLS);
+			TH_LOG("kml_syscall_path=%s, %s: generic +%ld, bypass +%ld over %d calls",
+			       path_names[v], m[i].name, f, b, N_CALLS);
 			ASSERT_LE(0, f);
 			ASSERT_LE(0, b);
 			if (kml_cpl() != 0 || v == 0) {
@@ -844,7 +859,7 @@ TEST_F(fast, registers_preserved_fast_and_complete)
 
 	for (int v = self->top; v >= 0; v--) {
 		ASSERT_EQ(0, sysctl_set(v));
-		snprintf(ctx, sizeof(ctx), "kml_fast_syscall=%d, ", v);
+		snprintf(ctx, sizeof(ctx), "kml_syscall_path=%s, ", path_names[v]);
 		for (int i = 0; i < n; i++)
 			check_registers(_metadata, &m[i], ctx);
 	}
@@ -985,7 +1000,7 @@ TEST_F(fast, red_zone_survives_fast_and_complete)
 
 	for (int v = self->top; v >= 0; v--) {
 		ASSERT_EQ(0, sysctl_set(v));
-		snprintf(ctx, sizeof(ctx), "kml_fast_syscall=%d: ", v);
+		snprintf(ctx, sizeof(ctx), "kml_syscall_path=%s: ", path_names[v]);
 		check_red_zone(_metadata, ctx);
 	}
 }
@@ -1523,10 +1538,10 @@ TEST_F(fast, signal_delivery_is_not_a_fast_return)
 			ASSERT_LE(0, probe_in_handler)
 				TH_LOG("%s: no handler", m[i].name);
 			ASSERT_EQ(calib, probe_in_handler - c0)
-				TH_LOG("kml_fast_syscall=%d, %s: the kill that delivered a signal was counted as a direct return",
-				       v, m[i].name);
-			TH_LOG("kml_fast_syscall=%d, %s: rt_sigreturn %s through the direct return",
-			       v, m[i].name,
+				TH_LOG("kml_syscall_path=%s, %s: the kill that delivered a signal was counted as a direct return",
+				       path_names[v], m[i].name);
+			TH_LOG("kml_syscall_path=%s, %s: rt_sigreturn %s through the direct return",
+			       path_names[v], m[i].name,
 			       c1 - probe_in_handler - calib ? "returned" :
 			       "did not return");
 		}

@@ -12,7 +12,7 @@ A configuration (Config) is made of parts:
   dks      demand-paged kernel stacks, "on" or "reclaim" (dynamic_kstacks=);
            None: whole stacks, the kernel's default
   generic  kernel-mode system calls on the generic path instead of the
-           bypass (sysctl.kernel.kml_fast_syscall=1)
+           bypass (sysctl.kernel.kml_syscall_path=generic)
   kml_all  appliance mode: every process in kernel mode (kml=all)
   extra    other parameters a command sets (the appliance's
            kml.appliance=measure)
@@ -72,7 +72,7 @@ class Config:
         """The configuration's own kernel command line."""
         words = [self.pti and f"pti={self.pti}",
                  self.dks and f"dynamic_kstacks={self.dks}",
-                 self.generic and "sysctl.kernel.kml_fast_syscall=1",
+                 self.generic and "sysctl.kernel.kml_syscall_path=generic",
                  self.kml_all and "kml=all", *self.extra]
         return " ".join(w for w in words if w)
 

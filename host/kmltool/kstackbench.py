@@ -7,13 +7,13 @@ dynamic_kstacks=on on the command line ("on"), then with
 dynamic_kstacks=reclaim ("reclaim", the fault-free variant); all get the
 user's --append.  A kernel without the option ignores the unknown parameter, so
 that the second boot then behaves like the first (ratios of about 1, and no
-nr_dynamic_stack_pages in /proc/vmstat).
+dynamic_kstack_pages in /proc/vmstat).
 
 Each boot runs kml-ubench (guest/bench/kml-ubench.c): BYTE UnixBench's
 system tests (System Call Overhead, Pipe Throughput, Pipe-based Context
 Switching, Process Creation, Execl Throughput; median ops/s of R runs of
 a fixed duration) and the kernel-stack memory of N idle threads
-(/proc/meminfo KernelStack, /proc/vmstat nr_dynamic_stack_pages before,
+(/proc/meminfo KernelStack, /proc/vmstat dynamic_kstack_pages before,
 with the threads blocked -- in the reclaim boot once the reclaim passes
 have taken their unused pages -- and after they are joined), and how
 long releasing them takes (release_ms: in the reclaim boot every wake-up
@@ -220,7 +220,7 @@ def combine(docs, appends=None):
     emulated = any(b["emulated"] for b in boots)
     notes = []
     if not m_on["dynamic_stack_counter"]:
-        notes.append("the on boot's /proc/vmstat has no nr_dynamic_stack_pages: this "
+        notes.append("the on boot's /proc/vmstat has no dynamic_kstack_pages: this "
                      f"kernel has no demand-paged kernel stacks, so {PARAM} was an "
                      "unknown parameter and the on boot ran like the off boot")
     if len({b["accel"] for b in boots}) > 1:

@@ -10,7 +10,7 @@ of ./kml bench (an ordinary process; a copy in /trusted at CPL 0 with the
 `syscall` instruction; the same with libkml's call path,
 `__vdso_kml_syscall`), all on the kernel's default path (the bypass where
 it has one), plus the `syscall` instruction on the generic path
-(kernel.kml_fast_syscall=1, which kml-pathlen sets for that run), and
+(kernel.kml_syscall_path=generic, which kml-pathlen sets for that run), and
 the same work done by kernel functions called through handles
 (`__vdso_kml_kcall`, the kernel library's cheap call), in a
 boot with pti=off and one with pti=on (guestrun specs; one boot per
@@ -134,8 +134,8 @@ def run_name(mode, pti):
 # The kernel-mode syscall path without the bypass, for comparison
 GENERIC = replace(bench.MODES[1], name="kernel-syscall-generic",
                   title="kernel mode (/trusted copy), syscall instruction, generic entry "
-                        "and exit work (kml_fast_syscall=1)",
-                  args=bench.MODES[1].args + ("--fast-syscall", "1"))
+                        "and exit work (kml_syscall_path=generic)",
+                  args=bench.MODES[1].args + ("--syscall-path", "generic"))
 # The same work as kernel functions behind handles (__vdso_kml_kcall)
 KFUNC = replace(bench.MODES[2], name="kernel-kfunc",
                 title="kernel mode (/trusted copy), the kernel function behind a handle "

@@ -268,7 +268,7 @@ def kstack_markdown(d):
                f"{_kib(off['kernel_stack_returned_kib'])} | "
                f"{_kib(on['kernel_stack_returned_kib'])} | "
                f"{rk(rec.get('kernel_stack_returned_kib'))} | | | |")
-    out.append(f"| nr_dynamic_stack_pages growth, {n} idle threads (KiB) | "
+    out.append(f"| dynamic_kstack_pages growth, {n} idle threads (KiB) | "
                f"{_kib(off['dynamic_stack_delta_kib'])} | {_kib(on['dynamic_stack_delta_kib'])} "
                f"| {rk(rec.get('dynamic_stack_delta_kib'))} | | | |")
     def ms(v):

@@ -168,8 +168,8 @@ def test_nohz_full_keeps_kernel_mode_system_calls_on_the_generic_path(config):
         pytest.skip(f"booted once for the {kernel} kernel")
     _nohz_booted.add(kernel)
     script = ("echo nohz_full=$(cat /sys/devices/system/cpu/nohz_full); "
-              "echo fast=$(cat /proc/sys/kernel/kml_fast_syscall); "
-              "(echo 2 > /proc/sys/kernel/kml_fast_syscall) 2>/dev/null || echo refused; "
+              "echo path=$(cat /proc/sys/kernel/kml_syscall_path); "
+              "(echo bypass > /proc/sys/kernel/kml_syscall_path) 2>/dev/null || echo refused; "
               "taskset -c 1 kml-modes probe kernel /usr/lib/kml/kml-probe info")
     res = qemu.boot(["sh", "-c", script], smp=2, append=f"{append} nohz_full=1",
                     timeout=300, stream=False, kernel=k)
@@ -177,7 +177,7 @@ def test_nohz_full_keeps_kernel_mode_system_calls_on_the_generic_path(config):
     console = res.console_log.read_text(errors="replace")
     assert res.verdict() is None, res.verdict()
     assert "kml: system call bypass not available: context tracking (nohz_full) is on" in console
-    assert "nohz_full=1" in out and "fast=1" in out and "refused" in out, out[-2000:]
+    assert "nohz_full=1" in out and "path=generic" in out and "refused" in out, out[-2000:]
     assert "cpl=0 secure=1 kernelmode=1" in out, out[-2000:]
 
 
@@ -561,7 +561,7 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
     it gets it; before, the task died holding it and the second writer
     hung); the machine, and the other tasks, carry on."""
     script = (
-        "grep nr_dynamic_stack_kills /proc/vmstat; "
+        "grep dynamic_kstack_kills /proc/vmstat; "
         # a thread of a shell in the background keeps running throughout
         "(while :; do sleep 0.05; done) & bg=$!; "
         f"sh -c 'echo 12 > {DKS_CONSUME} && echo grew-to-full'; "
@@ -574,14 +574,14 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
         "for i in 1 2 3 4 5 6; do "
         f"sh -c 'echo task 12 > {DKS_STARVE}' 2>/dev/null; r=$?; "
         "[ $r = 137 ] && echo starved-task-killed && break; done; "
-        "grep nr_dynamic_stack_kills /proc/vmstat; "
+        "grep dynamic_kstack_kills /proc/vmstat; "
         # the same with a mutex held across the growth, twice (more tries:
         # the first holder's grown stack goes to the stack cache, and the
         # next shells may get it and not grow at all)
         "for n in 1 2; do for i in $(seq 1 16); do "
         f"sh -c 'echo mutex 12 > {DKS_STARVE}' 2>/dev/null; r=$?; "
         "[ $r = 137 ] && echo mutex-holder-killed && break; done; done; "
-        "grep nr_dynamic_stack_kills /proc/vmstat")
+        "grep dynamic_kstack_kills /proc/vmstat")
     # the debug kernel too, where it is built (./kml test builds it for
     # the default configurations): lockdep reports a task that exits
     # holding a lock
@@ -597,11 +597,11 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
         assert res.verdict() is None, f"{kernel} pti={pti}: {res.verdict()}"
         assert res.status == 0, out
         lines = out.split()
-        assert "nr_dynamic_stack_kills" in lines and "grew-to-full" in out, out
+        assert "dynamic_kstack_kills" in lines and "grew-to-full" in out, out
         assert "not-reached" not in out and out.count("rc=137") == 2, out
         assert "background-alive" in out and "still-works" in out, out
         assert "starved-task-killed" in out, out
-        kills = [int(lines[i + 1]) for i, w in enumerate(lines) if w == "nr_dynamic_stack_kills"]
+        kills = [int(lines[i + 1]) for i, w in enumerate(lines) if w == "dynamic_kstack_kills"]
         assert kills[1] - kills[0] == 3, out
         assert out.count("mutex-holder-killed") == 2, out
         assert kills[2] - kills[1] == 2, out
@@ -630,7 +630,7 @@ def test_dynamic_kstacks_without_kernel_mode_processes():
     """dynamic_kstacks=on uses the kernel-mode IDT's stubs, but not
     kernel-mode processes: it also works with kml=off."""
     res = qemu.boot(["sh", "-c", f"echo 12 > {DKS_CONSUME} && "
-                     "grep nr_dynamic_stack_faults /proc/vmstat"], smp=2, mem=GUEST_MEM,
+                     "grep dynamic_kstack_faults /proc/vmstat"], smp=2, mem=GUEST_MEM,
                     append="kml=off pti=on dynamic_kstacks=on", timeout=120, stream=False)
     assert res.verdict() is None, res.verdict()
     assert res.status == 0, res.output
@@ -730,7 +730,7 @@ def test_dynamic_kstacks_refused_where_entry_barriers_come_first(bug):
     ignored with a warning and a stack use maps nothing.  The same boot
     without the forced bug is the control."""
     res = qemu.boot(["sh", "-c", f"echo 12 > {DKS_CONSUME}; dmesg; "
-                     "grep nr_dynamic_stack_faults /proc/vmstat"], smp=2, mem=GUEST_MEM,
+                     "grep dynamic_kstack_faults /proc/vmstat"], smp=2, mem=GUEST_MEM,
                     append=" ".join(x for x in ("pti=on dynamic_kstacks=on", bug) if x),
                     timeout=120, stream=False)
     assert res.verdict() is None, res.verdict()

@@ -16,7 +16,7 @@ TESTS = {
     "smp2-pti-on-dks": ("default", 2, "pti=on dynamic_kstacks=on"),
     "smp2-pti-off-dks": ("default", 2, "pti=off dynamic_kstacks=on"),
     "smp2-pti-on-dks-generic": ("default", 2,
-                                "pti=on dynamic_kstacks=on sysctl.kernel.kml_fast_syscall=1"),
+                                "pti=on dynamic_kstacks=on sysctl.kernel.kml_syscall_path=generic"),
     "smp2-pti-off-dks-reclaim": ("default", 2, "pti=off dynamic_kstacks=reclaim"),
     "debug-smp2-pti-on-dks": ("debug", 2, "pti=on dynamic_kstacks=on"),
     "debug-smp2-pti-off-dks-reclaim": ("debug", 2, "pti=off dynamic_kstacks=reclaim"),
@@ -91,9 +91,9 @@ def test_merge_adds_the_users_parameters_after_the_configurations():
      "--append: pti=on: pathlen's pti-on boot sets pti=on itself"),
     (configs.KSTACK["on"], "'dynamic_kstacks=off'", "kstack-bench",
      "--append: dynamic_kstacks=off: kstack-bench sets dynamic_kstacks=on itself"),
-    ("pti=on dynamic_kstacks=on sysctl.kernel.kml_fast_syscall=1",
-     "sysctl.kernel.kml_fast_syscall=2", "test",
-     "sets sysctl.kernel.kml_fast_syscall=1 itself"),
+    ("pti=on dynamic_kstacks=on sysctl.kernel.kml_syscall_path=generic",
+     "sysctl.kernel.kml_syscall_path=bypass", "test",
+     "sets sysctl.kernel.kml_syscall_path=generic itself"),
 ], ids=["run-appliance", "appliance", "pathlen", "kstack", "generic"])
 def test_merge_refuses_what_the_configuration_sets(own, user, who, message):
     with pytest.raises(KmlError) as e:

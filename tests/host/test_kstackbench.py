@@ -37,7 +37,7 @@ def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulate
                accel="tcg", threads=1000, failed=None, reclaim=False):
     """A kml-ubench JSON document: each test's median is ops x its index
     (min/max 10% around it); kstack: KernelStack before, blocked, after;
-    dyn: nr_dynamic_stack_pages before, blocked, after (None: absent);
+    dyn: dynamic_kstack_pages before, blocked, after (None: absent);
     failed: the name of a failed test."""
     mode = "on" if on else "reclaim" if reclaim else None
     cmdline = "console=ttyS0 kml.accel=tcg" + (f" dynamic_kstacks={mode}" if mode else "")
@@ -57,9 +57,9 @@ def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulate
     idle = {"status": "ok", "reason": None, "threads": threads, "created": threads,
             "stack_kib": 64, "page_kib": 4, "settle_ms": 20.0, "return_ms": 30.0,
             "reclaim_ms": 2600.0 if reclaim else None, "release_ms": 40.0,
-            "before": {"kernel_stack_kib": b, "nr_dynamic_stack_pages": d0},
-            "blocked": {"kernel_stack_kib": bl, "nr_dynamic_stack_pages": d1},
-            "after": {"kernel_stack_kib": a, "nr_dynamic_stack_pages": d2},
+            "before": {"kernel_stack_kib": b, "dynamic_kstack_pages": d0},
+            "blocked": {"kernel_stack_kib": bl, "dynamic_kstack_pages": d1},
+            "after": {"kernel_stack_kib": a, "dynamic_kstack_pages": d2},
             "dynamic_stack_counter": dyn is not None,
             "kernel_stack_delta_kib": bl - b, "kernel_stack_per_thread_kib": (bl - b) / threads,
             "kernel_stack_returned_kib": bl - a,
@@ -249,7 +249,7 @@ def test_combine_without_kernel_support():
     assert m["saving_pct"] == -0.05 and m["delta_ratio"] == 1.0005
     assert m["on"]["dynamic_stack_counter"] is False
     assert m["on"]["dynamic_stack_delta_kib"] is None
-    assert len(d["notes"]) == 1 and "no nr_dynamic_stack_pages" in d["notes"][0]
+    assert len(d["notes"]) == 1 and "no dynamic_kstack_pages" in d["notes"][0]
     json.dumps(d)
 
 
@@ -325,7 +325,7 @@ def test_markdown_table():
     assert lines[i + 8] == "| KernelStack per idle thread (KiB) | 16.00 | 4.00 | – | | | |"
     assert lines[i + 9] == ("| KernelStack returned after the join (KiB) | 16000 | 4000 "
                             "| – | | | |")
-    assert lines[i + 10] == ("| nr_dynamic_stack_pages growth, 1000 idle threads (KiB) "
+    assert lines[i + 10] == ("| dynamic_kstack_pages growth, 1000 idle threads (KiB) "
                              "| absent | 4000 | – | | | |")
     assert "Notes:" not in md
     # not emulated: no label; a failed figure: a dash
@@ -335,9 +335,9 @@ def test_markdown_table():
         {"off": off, "on": ubench_doc(on=True, emulated=False, accel="kvm")}))
     assert "emulated" not in md.lower()
     assert "| syscall: System Call Overhead (loops/s) | – | 1000 | – | – | – | 10.0% |" in md
-    assert ("| nr_dynamic_stack_pages growth, 1000 idle threads (KiB) | absent | absent | – "
+    assert ("| dynamic_kstack_pages growth, 1000 idle threads (KiB) | absent | absent | – "
             "| | | |") in md
-    assert "Notes:\n\n1. the on boot's /proc/vmstat has no nr_dynamic_stack_pages" in md
+    assert "Notes:\n\n1. the on boot's /proc/vmstat has no dynamic_kstack_pages" in md
 
 
 def test_save(tmp_path, monkeypatch):

@@ -285,7 +285,7 @@ def test_specs_options_and_parser():
         "user-pti-on", "kernel-syscall-pti-on", "kernel-call-pti-on",
         "kernel-syscall-generic-pti-on", "kernel-kfunc-pti-on"]
     g = specs[3]
-    assert g.args == ("--expect-mode", "kernel", "--path", "syscall", "--fast-syscall", "1")
+    assert g.args == ("--expect-mode", "kernel", "--path", "syscall", "--syscall-path", "generic")
     assert g.mode == "kernel"
     s = specs[2]
     assert (s.program, s.mode, s.append, s.collect) == (pathlen.PROGRAM, "kernel", "pti=off",
