@@ -615,6 +615,39 @@ def test_dynamic_kstack_overflow_kills_only_the_task():
         assert len(starved) == 3, console[-3000:]
 
 
+
+@pytest.mark.parametrize("pti", ["on", "off"])
+def test_kernel_stack_overflow_is_the_same_double_fault_in_both_modes(pti):
+    """A kernel stack (not dynamic) that overflows into its guard page is
+    the kernel's fatal double fault, reported and ended alike whichever
+    mode the task that overflowed it runs in -- the ordinary process is
+    the oracle.  With the kernel-mode IDT loaded the CPU delivers that
+    page fault on an IST stack; kml_entry_fixup() must report it as the
+    double fault, in place, rather than copy its frame below the
+    overflowed stack pointer (a second fault on the same IST stack, over
+    the first one's frame: a wild return or a triple fault)."""
+    for mode in ("user", "kernel"):
+        script = (f"kml-modes ovf {mode} /bin/sh -c "
+                  f"\"grep KernelMode /proc/self/status; echo overflow > {DKS_CONSUME}\"; "
+                  "echo survived")
+        res = qemu.boot(["sh", "-c", script], smp=2, mem=GUEST_MEM,
+                        append=f"pti={pti}", timeout=120, stream=False)
+        out = res.output.decode(errors="replace")
+        console = res.console_log.read_text(errors="replace")
+        assert not res.timed_out, f"{mode}: the VM hung\n{console[-3000:]}"
+        assert res.status is None and "survived" not in out, out
+        want = "1" if mode == "kernel" else "0"
+        assert re.search(rf"KernelMode:\s+{want}", out), out
+        guard = re.search(r"BUG: TASK stack guard page was hit at \S+ "
+                          r"\(stack is \S+\)", console)
+        assert guard, f"{mode}: no guard-page report\n{console[-3000:]}"
+        # exc_double_fault() runs as an NMI-like entry: the oops panics,
+        # as it does for an ordinary process (a page fault's oops would
+        # only have killed the task)
+        assert "Kernel panic - not syncing: Fatal exception in interrupt" in console, \
+            console[-3000:]
+
+
 def test_dynamic_kstack_boot_parameter_errors():
     """A bad value is reported and stacks stay as they are."""
     res = qemu.boot(["sh", "-c", "grep -c . /proc/vmstat >/dev/null; "
