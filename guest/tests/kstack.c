@@ -51,16 +51,10 @@ static int reclaim_on(void)
 	       !strcmp(v, "reclaim");
 }
 
-/* KernelStack: of /proc/self/task/TID/status, in kB; -1 if absent */
+/* KernelStack: of the calling thread, in kB; -1 if absent */
 static long stack_kb(void)
 {
-	char path[64], buf[4096], *p;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", gettid());
-	if (kml_read_file(path, buf, sizeof(buf)) < 0)
-		return -1;
-	p = strstr(buf, "\nKernelStack:");
-	return p ? strtol(p + 13, NULL, 10) : -1;
+	return kml_task_stack_kb(getpid(), gettid());
 }
 
 /* A counter from /proc/vmstat; -1 if absent */
@@ -647,18 +641,6 @@ static void *sleeper_fn(void *arg)
 	return NULL;
 }
 
-/* KernelStack: of thread tid of this process, in kB; -1 if absent */
-static long thread_stack_kb(pid_t tid)
-{
-	char path[64], buf[4096], *p;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
-	if (kml_read_file(path, buf, sizeof(buf)) < 0)
-		return -1;
-	p = strstr(buf, "\nKernelStack:");
-	return p ? strtol(p + 13, NULL, 10) : -1;
-}
-
 /*
  * dynamic_kstacks=reclaim: threads that used their whole stack and then
  * sleep give back the pages below their stack pointer after two passes
@@ -706,7 +688,7 @@ TEST(sleepers_give_pages_back_and_get_them_before_running)
 	ASSERT_EQ(0, write_text(RECLAIM, "scan"));
 	ASSERT_EQ(0, write_text(RECLAIM, "scan"));
 	for (i = 0; i < SLEEPERS; i++) {
-		kb = thread_stack_kb(s[i].tid);
+		kb = kml_task_stack_kb(getpid(), s[i].tid);
 		EXPECT_EQ(STACK_KB, s[i].kb_awake);
 		EXPECT_LE(4, kb);
 		EXPECT_GE(8, kb) {

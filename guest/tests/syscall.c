@@ -1094,31 +1094,6 @@ TEST_F(fast, invalid_numbers_and_bad_pointers_fast_and_complete)
 
 /* ---- signals during blocking calls --------------------------------- */
 
-/* State letter of /proc/PID/stat ('S': sleeping), or 0. */
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[512], *p;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (kml_read_file(path, buf, sizeof(buf)) <= 0)
-		return 0;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : 0;
-}
-
-/* Wait (at most ~10 s) until pid sleeps; 0 if it does. */
-static int wait_sleeping(pid_t pid)
-{
-	struct timespec ms = { 0, 1000 * 1000 };
-
-	for (int i = 0; i < 10000; i++) {
-		if (proc_state(pid) == 'S')
-			return 0;
-		nanosleep(&ms, NULL);
-	}
-	return -1;
-}
-
 struct sigshare {
 	volatile int handled;
 };
@@ -1161,13 +1136,13 @@ static void blocking_read(struct __test_metadata *_metadata,
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		if (wait_sleeping(parent))
+		if (kml_wait_sleeping(parent))
 			_exit(2);
 		kill(parent, SIGUSR1);
 		if (restart) {
 			for (int i = 0; i < 10000 && !shared->handled; i++)
 				usleep(1000);
-			if (!shared->handled || wait_sleeping(parent))
+			if (!shared->handled || kml_wait_sleeping(parent))
 				_exit(3);
 			if (write(fds[1], "k", 1) != 1)
 				_exit(4);
@@ -1241,13 +1216,13 @@ static void stop_and_continue(struct __test_metadata *_metadata,
 		r = SC3(m, SYS_read, fds[0], &c, 1);
 		_exit(r == 1 && c == 'k' ? 0 : 2);
 	}
-	ASSERT_EQ(0, wait_sleeping(pid));
+	ASSERT_EQ(0, kml_wait_sleeping(pid));
 	ASSERT_EQ(0, kill(pid, SIGSTOP));
 	ASSERT_EQ(pid, waitpid(pid, &status, WUNTRACED));
 	ASSERT_TRUE(WIFSTOPPED(status));
 	ASSERT_EQ(0, kill(pid, SIGCONT));
 	if (!sleep) {
-		ASSERT_EQ(0, wait_sleeping(pid));
+		ASSERT_EQ(0, kml_wait_sleeping(pid));
 		ASSERT_EQ(1, write(fds[1], "k", 1));
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
@@ -1291,7 +1266,7 @@ TEST(signal_interrupts_nanosleep)
 		pid = fork();
 		ASSERT_LE(0, pid);
 		if (pid == 0)
-			_exit(wait_sleeping(parent) || kill(parent, SIGUSR1));
+			_exit(kml_wait_sleeping(parent) || kill(parent, SIGUSR1));
 		r = SC2(&m[i], SYS_nanosleep, &req, &rem);
 		ASSERT_EQ(pid, waitpid(pid, &status, 0));
 		ASSERT_EQ(0, WEXITSTATUS(status));
