@@ -146,7 +146,7 @@ static struct {
 	int duration_ms;
 	int threads;
 	int verbose;
-	int inject_context1;	/* tests: the child breaks the sequence */
+	int inject_context1;	/* tests: the child's first reply is wrong */
 	int idle;		/* idle-threads selected */
 	const char *json;
 	const char *label;
@@ -313,7 +313,8 @@ static void __attribute__((noreturn)) context1_child(int in, int out)
 				(unsigned long long)want);
 			_exit(EXIT_CHILD_SEQ);
 		}
-		if (opt.inject_context1 && want == 10)
+		/* the first reply: a run of any length sees it */
+		if (opt.inject_context1 && want == 0)
 			v += 7;
 		if (write(out, &v, sizeof(v)) != sizeof(v)) {
 			fprintf(stderr, "%s: context1: child: write: %s\n",

@@ -47,7 +47,7 @@ def ubench_doc(on=False, ops=1000.0, kstack=(600, 16600, 600), dyn=None, emulate
         med = ops * i
         tests.append({"name": name, "label": label, "unit": unit,
                       "status": "ok" if ok else "failed",
-                      "reason": None if ok else "run 1: wrong sequence: sent 10, got 17 back",
+                      "reason": None if ok else "run 1: wrong sequence: sent 0, got 7 back",
                       "ops_s_median": med if ok else None,
                       "ops_s_min": med * 0.95 if ok else None,
                       "ops_s_max": med * 1.05 if ok else None,
@@ -187,7 +187,7 @@ def test_boot_checks(fake):
     # a failed test: exit status 1, its name and reason in the message
     (doc, why), _ = run_boot(fake, OFF, ubench_doc(failed="context1"), exit=1)
     assert doc is None
-    assert why == "kml-ubench failed: context1: run 1: wrong sequence: sent 10, got 17 back"
+    assert why == "kml-ubench failed: context1: run 1: wrong sequence: sent 0, got 7 back"
     (doc, why), _ = run_boot(fake, OFF, ubench_doc(failed="spawn"), exit=0)
     assert "exited with 0 but reports failed tests: spawn" in why
     # a crash, a usage error, no JSON
@@ -399,7 +399,7 @@ def test_real_ubench_failures(ubench):
                         "--duration-ms", "20", "--inject-context1-error", "--json", "-"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1
-    assert "kml-ubench: context1: run 1: wrong sequence: sent 10, got 17 back" in p.stderr
+    assert "kml-ubench: context1: run 1: wrong sequence: sent 0, got 7 back" in p.stderr
     doc = json.loads(p.stdout)
     assert [(t["name"], t["status"]) for t in doc["tests"]] == \
         [("syscall", "ok"), ("context1", "failed")]
