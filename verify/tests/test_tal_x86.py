@@ -208,6 +208,8 @@ def test_parse_objdump_operands():
     assert pre == ("rep",) and mn == "stos" and ops[0].base == "rdi"
     _, mn, ops = decode.parse_text("mov    rax,QWORD PTR [rip+0x10]        # 0x106c")
     assert ops[1].base == "rip" and ops[1].disp == 0x10
+    _, _, ops = decode.parse_text("movzx  edi,BYTE PTR [rip+0xfffffffffffffff8]  # 401000")
+    assert ops[1].base == "rip" and ops[1].disp == -8
     _, _, ops = decode.parse_text("mov    eax,DWORD PTR [eax*4-0x8]")
     assert ops[1].addr32 and ops[1].disp == -8
 

@@ -163,7 +163,12 @@ def check_file(path):
     off_hi = min(off_lo + (_pu(t.vaddr + t.filesz) - _pd(t.vaddr)), len(data))
     delta = _pd(t.vaddr) - off_lo
     try:
-        insns = decode_file(path, off_lo, off_hi)
+        # objdump prints only the bytes below --stop-address, also of an
+        # instruction it decodes with bytes past it: decode 15 bytes more,
+        # so that such an instruction shows its true end (and is refused as
+        # truncated), and drop what starts past the range
+        insns = [i for i in decode_file(path, off_lo, min(off_hi + 15, len(data)))
+                 if i.offset < off_hi]
     except Exception as e:        # objdump missing or failed
         raise InputError(str(e)) from e
     return check_insns(path, insns, off_lo, off_hi, delta, entry)

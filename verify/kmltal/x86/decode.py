@@ -183,6 +183,10 @@ def _parse_address(seg, expr, width=0):
             disp += sign * _num(t)
         else:
             raise ValueError(f"unknown address term {t!r}")
+    if base == "rip" and disp >= 1 << 63:
+        # objdump prints a negative RIP displacement sign-extended as an
+        # unsigned 64-bit number ([rip+0xfffffffffffffff0]): read it back
+        disp -= 1 << 64
     return Mem(seg, base, index, scale, disp, addr32, vsib, False, width)
 
 

@@ -648,6 +648,8 @@ def judge(insn, state, ctx):
 
     # written registers
     usage = INT_OPS.get(mn, "w")
+    if mn == "imul" and len(ops) == 1:
+        usage = "r"             # imul r/m: the operand is a source (edx:eax = eax * r/m)
     written = []
     if ops and usage in ("w", "rw2") and isinstance(ops[0], Reg):
         written.append(ops[0])
