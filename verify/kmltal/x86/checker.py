@@ -171,7 +171,7 @@ def check_file(path):
                  if i.offset < off_hi]
     except Exception as e:        # objdump missing or failed
         raise InputError(str(e)) from e
-    return check_insns(path, insns, off_lo, off_hi, delta, entry)
+    return check_insns(path, insns, off_lo, off_hi, delta, entry, data)
 
 
 def _direct_targets(insns):
@@ -183,14 +183,25 @@ def _direct_targets(insns):
     return out
 
 
-def check_insns(path, insns, off_lo, off_hi, delta, entry=None):
+def check_insns(path, insns, off_lo, off_hi, delta, entry=None, data=None):
     """The code rules over a decoded text ``[off_lo, off_hi)`` (file offsets,
-    ``vaddr = offset + delta``)."""
+    ``vaddr = offset + delta``; ``data``: the file's bytes, if at hand)."""
     def fail(rule, offset, message):
         return Result(path, False, rule, offset, offset + delta, message)
 
-    starts = {i.offset for i in insns}
-    targets = _direct_targets(insns)
+    def raw(insn):
+        if data is None:
+            return None
+        return data[insn.offset:min(insn.offset + 16, off_hi)]
+
+    # The first pass (instruction starts, direct targets) stops at the first
+    # instruction off the allow-list: the walk refuses there at the latest,
+    # and what comes after it is nobody's instruction stream (decoders may
+    # read bytes off the list differently).  A jump past it is refused.
+    stop = next((k for k, i in enumerate(insns) if not rules.allowed_encoding(i, raw(i))),
+                len(insns))
+    starts = {i.offset for i in insns[:stop + 1]}
+    targets = _direct_targets(insns[:stop + 1])
     ctx = rules.Context(starts, off_lo, off_hi, delta)
     if entry is not None:
         e = entry - delta
@@ -207,9 +218,6 @@ def check_insns(path, insns, off_lo, off_hi, delta, entry=None):
             return fail("decode", expected, "the decoder skipped or overlapped bytes")
         vaddr = insn.offset + delta
         n = len(insn.raw)
-        if insn.end > off_hi:
-            return fail("decode", insn.offset, "instruction truncated at the end of "
-                                               "the executable range")
         if vaddr % BUNDLE == 0 or insn.offset in targets:
             if prev is not None and falls:
                 try:
@@ -218,6 +226,21 @@ def check_insns(path, insns, off_lo, off_hi, delta, entry=None):
                 except Violation as v:
                     return fail(v.rule, prev.offset, v.message)
             state = dict(GAMMA0)
+        # a VEX/EVEX/XOP encoding is refused whatever its length, which the
+        # decoders need not agree on; then truncation, then the rest of the
+        # encoding checks, which run before the bundle rule for the same
+        # reason
+        enc = rules.vector_encoding(raw(insn) or insn.raw)
+        if enc:
+            return fail("instruction", insn.offset, f"`{insn.text}`: {enc.upper()}-"
+                                                    f"encoded: not on the allow-list")
+        if insn.end > off_hi:
+            return fail("decode", insn.offset, "instruction truncated at the end of "
+                                               "the executable range")
+        try:
+            rules.encoding_checks(insn, raw(insn))
+        except Violation as v:
+            return fail(v.rule, insn.offset, f"`{insn.text}`: {v.message}")
         if vaddr // BUNDLE != (vaddr + n - 1) // BUNDLE:
             return fail("bundle", insn.offset, f"`{insn.text}` ({n} bytes) crosses the "
                                                f"bundle boundary at "

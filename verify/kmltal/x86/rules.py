@@ -36,7 +36,7 @@ Constants (the kernel invariants that give them meaning are in the docs):
 
 from typing import NamedTuple
 
-from .decode import GPR64, Imm, Mem, OtherReg, Reg, scan_prefixes
+from .decode import GPR64, LEGACY_PREFIXES, Imm, Mem, OtherReg, Reg, scan_prefixes
 
 BUNDLE = 32
 G = 1 << 16
@@ -196,12 +196,10 @@ INT_OPS = {
     "shl": "w", "shr": "w", "sar": "w", "sal": "w", "rol": "w", "ror": "w",
     "rcl": "w", "rcr": "w", "shld": "w", "shrd": "w", "bts": "w", "btr": "w",
     "btc": "w", "bsf": "w", "bsr": "w", "bswap": "w", "popcnt": "w", "lzcnt": "w",
-    "tzcnt": "w", "andn": "w", "bextr": "w", "blsi": "w", "blsmsk": "w", "blsr": "w",
-    "bzhi": "w", "pdep": "w", "pext": "w", "rorx": "w", "sarx": "w", "shlx": "w",
-    "shrx": "w", "adcx": "w", "adox": "w", "movbe": "w", "crc32": "w", "rdrand": "w",
+    "tzcnt": "w", "adcx": "w", "adox": "w", "movbe": "w", "crc32": "w", "rdrand": "w",
     "rdseed": "w", "rdpid": "w", "movnti": "w",
     "cmp": "r", "test": "r", "bt": "r",
-    "xchg": "rw2", "xadd": "rw2", "mulx": "rw2",
+    "xchg": "rw2", "xadd": "rw2",
     "cmpxchg": "w", "cmpxchg8b": "w", "cmpxchg16b": "w",
     "mul": "r", "div": "r", "idiv": "r",
     "nop": "-", "endbr64": "-", "pause": "-", "lfence": "-", "mfence": "-",
@@ -211,8 +209,8 @@ INT_OPS = {
     "rdtscp": "-", "xgetbv": "-", "ud2": "-", "ud1": "-", "ud0": "-",
     "prefetcht0": "-", "prefetcht1": "-", "prefetcht2": "-", "prefetchnta": "-",
     "prefetchw": "-", "prefetch": "-", "clflush": "-", "clflushopt": "-", "clwb": "-",
-    "emms": "-", "vzeroupper": "-", "vzeroall": "-", "ldmxcsr": "-", "stmxcsr": "-",
-    "vldmxcsr": "-", "vstmxcsr": "-", "fnstcw": "-", "fldcw": "-", "fwait": "-",
+    "emms": "-", "ldmxcsr": "-", "stmxcsr": "-", "fnstcw": "-", "fldcw": "-",
+    "fwait": "-",
     "push": "-", "pop": "w", "syscall": "-",
 }
 for _cc in _CC[1:-1].split("|"):
@@ -230,8 +228,7 @@ IMPLICIT_WRITES = {
     "syscall": ("rax", "rcx", "r11"),
     "loop": ("rcx",), "loope": ("rcx",), "loopne": ("rcx",), "loopz": ("rcx",),
     "loopnz": ("rcx",),
-    "pcmpistri": ("rcx",), "vpcmpistri": ("rcx",), "pcmpestri": ("rcx",),
-    "vpcmpestri": ("rcx",), "fnstsw": ("rax",),
+    "pcmpistri": ("rcx",), "pcmpestri": ("rcx",), "fnstsw": ("rax",),
     "movs": ("rsi", "rdi", "rcx"), "stos": ("rdi", "rcx"), "lods": ("rsi", "rax", "rcx"),
     "cmps": ("rsi", "rdi", "rcx"), "scas": ("rdi", "rcx"),
 }
@@ -241,8 +238,7 @@ STRING_OPS = {"movs": ("rsi", "rdi"), "stos": ("rdi",), "lods": ("rsi",),
 # for why e.g. bsf/bsr and shifts by CL are not here.
 U32_WRITERS = {"mov", "movzx", "movsx", "movsxd", "lea", "add", "sub", "adc", "sbb",
                "and", "or", "xor", "inc", "dec", "neg", "not", "imul", "bswap",
-               "popcnt", "lzcnt", "tzcnt", "andn", "bextr", "blsi", "blsmsk", "blsr",
-               "bzhi", "pdep", "pext", "rorx", "sarx", "shlx", "shrx", "crc32", "movbe",
+               "popcnt", "lzcnt", "tzcnt", "crc32", "movbe",
                "adcx", "adox"} | {"cmov" + c for c in _CC[1:-1].split("|")}
 
 # Instructions whose memory operand is always accessed when they complete
@@ -256,7 +252,7 @@ REFINING = {"mov", "movzx", "movsx", "movsxd", "add", "sub", "adc", "sbb", "and"
 import re as _re  # noqa: E402
 
 _SIMD_RE = _re.compile(
-    r"^v?("
+    r"^("
     r"mov(aps|apd|ups|upd|dqa|dqu|dqa32|dqa64|dqu8|dqu16|dqu32|dqu64|ss|sd|d|q|"
     r"hps|lps|hpd|lpd|hlps|lhps|sldup|shdup|ddup|mskps|mskpd|ntps|ntpd|ntdq|ntdqa|sh|w)"
     r"|(add|sub|mul|div|min|max|sqrt|rcp|rsqrt|and|andn|or|xor|unpckh|unpckl|shuf|"
@@ -291,8 +287,7 @@ def _classify(mnemonic):
         return "string"
     if mnemonic in JCC or mnemonic in ("jmp", "call", "ret"):
         return "branch"
-    if mnemonic.startswith(("vgather", "vpgather", "vscatter", "vpscatter",
-                            "maskmov", "vmaskmov", "vpmaskmov")):
+    if mnemonic.startswith("maskmov"):      # stores through rdi, unchecked
         return None
     if _SIMD_RE.match(mnemonic):
         return "simd"
@@ -390,9 +385,6 @@ def check_mem(mem, state, next_vaddr, what="memory operand"):
     """The memory rule for one operand; return the EA interval."""
     if mem.seg == "gs":
         raise Violation("segment", "GS segment override")
-    if mem.vsib:
-        raise Violation("memory", "vector index (gather/scatter): the addresses "
-                                  "are not typed")
     lo, hi = _ea(mem, state, next_vaddr)
     extra = TOP if mem.seg == "fs" else 0
     if lo < 0:
@@ -564,23 +556,50 @@ class _Fall(NamedTuple):
 _FALL = _Fall()
 
 
-def judge(insn, state, ctx):
-    """``state |- insn : state'``.  Returns an :class:`Outcome` (the state is
-    updated in place) or raises :class:`Violation`."""
+def vector_encoding(raw):
+    """``"vex"``, ``"evex"`` or ``"xop"`` if ``raw`` is so encoded, else None.
+
+    After any run of legacy and REX prefix bytes: in 64-bit mode C4 and C5
+    always start a VEX prefix and 62 an EVEX one; 8F starts an XOP prefix
+    unless its next byte has ModRM.reg 0 (pop r/m).
+    """
+    i = 0
+    while i < len(raw) and (raw[i] in LEGACY_PREFIXES or 0x40 <= raw[i] <= 0x4F):
+        i += 1
+    b = raw[i] if i < len(raw) else None
+    if b in (0xC4, 0xC5):
+        return "vex"
+    if b == 0x62:
+        return "evex"
+    if b == 0x8F and i + 1 < len(raw) and raw[i + 1] & 0x38:
+        return "xop"
+    return None
+
+
+def encoding_checks(insn, raw=None):
+    """The refusals no state can change: a VEX/EVEX/XOP encoding, an
+    instruction the decoder cannot read, one off the allow-list, prefixes
+    that decoders read differently.  Returns the class of an allowed
+    instruction ("int", "simd", "x87", "string", "branch", or "nop").
+
+    ``raw``: the text's bytes from the instruction's start (at most 16, not
+    past the text), if the caller has them.  The encoding test reads them
+    rather than the decoder's instruction, so that it does not depend on
+    where the decoder ends an instruction it cannot read."""
+    enc = vector_encoding(insn.raw if raw is None else raw)
+    if enc:
+        raise Violation("instruction", f"{enc.upper()}-encoded instructions (AVX, "
+                                       f"AVX-512, BMI, XOP) are not on the allow-list")
     if not insn.mnemonic:
         raise Violation("decode", f"undecodable bytes ({insn.error}): {insn.text}")
     mn, ops = insn.mnemonic, insn.operands
     if mn == "nop":                      # padding: no access, no effect
         _prefix_check(insn, False)
-        return _FALL
-    next_vaddr = insn.end + ctx.delta
+        return "nop"
     if mn in PRIVILEGED:
         rule = "instruction" if mn in _NOT_TRULY_PRIV else "privileged"
         raise Violation(rule, f"`{mn}` is not allowed"
                         + (" (privileged or system state)" if rule == "privileged" else ""))
-    if any(isinstance(o, Mem) and o.vsib for o in ops):
-        raise Violation("memory", "vector index (gather/scatter): the addresses "
-                                  "are not typed")
     if mn in ("jmpw", "callw", "retw", "jmpq", "callq", "retq"):
         raise Violation("prefix" if 0x66 in scan_prefixes(insn.raw).legacy else "indirect",
                         f"`{mn}`: operand-size prefix on a control transfer (CPUs "
@@ -595,6 +614,28 @@ def judge(insn, state, ctx):
     if cls is None:
         raise Violation("instruction", f"`{mn}` is not on the allow-list")
     _prefix_check(insn, cls == "branch")
+    return cls
+
+
+def allowed_encoding(insn, raw=None):
+    """Does ``insn`` pass :func:`encoding_checks`?  The walk's first pass
+    stops at the first instruction that does not: no decoder's reading of
+    the bytes after it can matter (see checker.check_insns)."""
+    try:
+        encoding_checks(insn, raw)
+    except Violation:
+        return False
+    return True
+
+
+def judge(insn, state, ctx):
+    """``state |- insn : state'``.  Returns an :class:`Outcome` (the state is
+    updated in place) or raises :class:`Violation`."""
+    cls = encoding_checks(insn)
+    if cls == "nop":
+        return _FALL
+    mn, ops = insn.mnemonic, insn.operands
+    next_vaddr = insn.end + ctx.delta
 
     if cls == "branch":
         return _judge_branch(insn, state, ctx)

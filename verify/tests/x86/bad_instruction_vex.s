@@ -1,5 +1,6 @@
-# expect: memory
-
+# expect: instruction
+# VEX, EVEX and XOP encodings are off the allow-list: here a gather, whose
+# vector of addresses no register type describes.
         .include "kml.inc"
         KBEGIN
         .globl _start
