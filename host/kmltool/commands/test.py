@@ -60,6 +60,7 @@ def main(a):
     else:
         build_all(sorted({configs.TESTS[n].kernel for n in names}))
     cmd = [pytest_python(), "-m", "pytest", "-v", "-rfEs", "-p", "no:cacheprovider",
+           "--durations=20",
            f"--kml-configs={','.join(names)}"]
     if a.system:
         cmd.append(f"--kml-system={a.system}")
