@@ -1,0 +1,1 @@
+"""kmlcc: C to programs that follow the rules of verified programs."""

@@ -1,0 +1,5 @@
+import sys
+
+from .cc import main
+
+sys.exit(main())
