@@ -15,13 +15,16 @@ keep live across a load.  Besides:
 * indirect calls and jumps go through %r11, masked to a bundle start below
   4 GiB in the bundle of the transfer;
 * ``sub``/``add`` of an immediate to RSP are followed, in the same bundle,
-  by a load from (%rsp), which brings RSP back to the stack type;
+  by a load from (%rsp), which brings RSP back to the stack type; other
+  writes of RSP (``leave``, ``mov``/``lea``/``sub`` from registers, as in
+  frames with variable-length arrays) compute the value, zero-extend it
+  through %r11 -- the stack is below 4 GiB -- and load from (%rsp);
 * string instructions get the address-size prefix;
 * ``push`` from memory goes through %r11.
 
 %r11 is the rewriter's (gcc runs with -ffixed-r11).  What the rules refuse
-and this rewriter does not handle (``leave``, RSP set from a register,
-frames larger than 64 KiB) is left as it is, and the checker says where.
+and this rewriter does not handle (frames larger than 64 KiB) is left as
+it is, and the checker says where.
 """
 
 import re
@@ -81,6 +84,15 @@ def _call_at_bundle_end(size, *insns):
     return ["\t.p2align 5", f"\t.nops {32 - size}"] + _bundle(*insns)
 
 
+def _set_rsp(reg):
+    """RSP = reg (a stack address, below 4 GiB): zero-extend it through
+    %r11 (a 32-bit move: no flags written, and a type the stack rule
+    takes), move it to RSP, and load from (%rsp), which brings RSP back to
+    the stack type -- in one bundle."""
+    r32 = "%" + TO32[reg[1:]] if reg[1:] in TO32 else reg
+    return _bundle(f"movl\t{r32}, %r11d", "movq\t%r11, %rsp", "movq\t(%rsp), %r11")
+
+
 def _to_r11(target):
     """Instructions that put an indirect transfer's target in %r11."""
     if target.startswith("%"):
@@ -101,11 +113,24 @@ def rewrite_insn(line):
         return _call_at_bundle_end(5, f"call\t{ops}")
     if base == "jmp" and ops.startswith("*"):
         return _to_r11(ops[1:]) + _bundle("andl\t$-32, %r11d", "jmp\t*%r11")
-    if base in ("leave", "enter"):
-        raise RewriteError(f"`{mn}` (a frame pointer frame): not supported")
+    if base == "enter":
+        raise RewriteError("`enter`: not supported")
+    if base == "leave":
+        return _set_rsp("%rbp") + ["\tpopq\t%rbp"]
     m = re.match(r"^\$(-?(?:0x[0-9a-f]+|\d+)),\s*%rsp$", ops)
     if mn in ("subq", "sub", "addq", "add") and m:
         return _bundle(f"{mn}\t{ops}", "movq\t(%rsp), %r11")
+    m = re.match(r"^(.*),\s*%rsp$", ops)
+    if m and mn not in ("cmpq", "cmp", "testq", "test", "andq", "and"):
+        src = m.group(1).strip()
+        if mn in ("movq", "mov") and re.fullmatch(r"%\w+", src):
+            return _set_rsp(src)
+        if mn in ("leaq", "lea"):
+            return [f"\tleaq\t{src}, %r11"] + _set_rsp("%r11")
+        if mn in ("subq", "sub", "addq", "add") and re.fullmatch(r"%\w+", src):
+            # the same arithmetic on a copy: the same flags
+            return ["\tmovq\t%rsp, %r11", f"\t{mn}\t{src}, %r11"] + _set_rsp("%r11")
+        raise RewriteError(f"`{mn} {ops}`: RSP written in a way not supported")
     if base == "push" and "(" in ops:
         mem, _ = _mem32(ops)
         return [f"\tmovq\t{mem}, %r11", "\tpushq\t%r11"]
