@@ -132,4 +132,11 @@ _start:
         syscall
         .size   _start, .-_start
         .p2align 5
+
+# The ELF note that asks the kernel to check the program at exec and run
+# it at CPL 0 if it conforms (kernel.kml_verified): name "KML", type 1.
+        .section .note.kml, "a", @note
+        .balign 4
+        .long   4, 0, 1
+        .asciz  "KML"
         .section .note.GNU-stack,"",@progbits

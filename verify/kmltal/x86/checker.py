@@ -202,7 +202,8 @@ def check_insns(path, insns, off_lo, off_hi, delta, entry=None, data=None):
                 len(insns))
     starts = {i.offset for i in insns[:stop + 1]}
     targets = _direct_targets(insns[:stop + 1])
-    ctx = rules.Context(starts, off_lo, off_hi, delta)
+    ctx = rules.Context(starts, off_lo, off_hi, delta,
+                        insns[stop].offset if stop < len(insns) else None)
     if entry is not None:
         e = entry - delta
         if entry % BUNDLE or not (off_lo <= e < off_hi):

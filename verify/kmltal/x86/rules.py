@@ -302,11 +302,12 @@ def _classify(mnemonic):
 class Context:
     """What the judgement needs beyond the state: the decoded text."""
 
-    def __init__(self, starts, text_lo, text_hi, delta):
+    def __init__(self, starts, text_lo, text_hi, delta, stop=None):
         self.starts = starts          # set of instruction start offsets
         self.text_lo = text_lo        # file offsets of the validated range
         self.text_hi = text_hi
         self.delta = delta            # vaddr = offset + delta
+        self.stop = stop              # the first instruction off the list, if any
 
 
 class Outcome(NamedTuple):
@@ -737,6 +738,10 @@ def _judge_branch(insn, state, ctx):
                                       "return address would not be a bundle start")
     if isinstance(op, Imm):
         target = op.value
+        if ctx.stop is not None and ctx.stop < target < ctx.text_hi:
+            raise Violation("direct-target", f"target {target + ctx.delta:#x} lies past "
+                                             f"the first instruction off the allow-list, "
+                                             f"at {ctx.stop + ctx.delta:#x}")
         if not (ctx.text_lo <= target < ctx.text_hi) or target not in ctx.starts:
             raise Violation("direct-target", f"target {target + ctx.delta:#x} is not an "
                                              f"instruction start of the text")
