@@ -1,7 +1,7 @@
 """Rewrite gcc's x86-64 assembly (AT&T syntax) to follow the rules of
 verified programs (docs/verification.md, "Verified programs: the rules").
 
-The program keeps all its data below 4 GiB (crt0.S moves the initial stack
+The program keeps all its data below 4 GiB (crt0.s moves the initial stack
 there; kmlcc.h makes anonymous mappings MAP_32BIT), so every memory operand
 that is not RSP- or RIP-relative is written with 32-bit registers: gas then
 emits the address-size prefix 0x67 and the CPU computes the address modulo
@@ -150,7 +150,7 @@ def rewrite_insn(line):
 
 def rewrite(asm, drop=("_start",)):
     """The rewritten text of a gcc .s file.  Functions named in ``drop``
-    (nolibc's weak ``_start``, which crt0.S replaces) are left out."""
+    (nolibc's weak ``_start``, which crt0.s replaces) are left out."""
     out = ["\t.bundle_align_mode 5"]
     code = True
     dropping = None
@@ -164,7 +164,6 @@ def rewrite(asm, drop=("_start",)):
             name = s.split()[1]
             if name in drop:
                 dropping = name
-                # drop back to the directive that opened the function
                 continue
         if CODE_SECTION.match(line) or OTHER_SECTION.match(line):
             # end each code section's part at a bundle end: ld fills gaps
@@ -172,8 +171,7 @@ def rewrite(asm, drop=("_start",)):
             if code:
                 out.append("\t.p2align 5")
             code = bool(CODE_SECTION.match(line))
-        if not code or not s or s.startswith((".", "#")) or s.endswith(":") \
-                or re.match(r"^[\w.$]+:", s):
+        if not code or not s or s.startswith((".", "#")) or re.fullmatch(r"[\w.$]+:", s):
             out.append(line)
             continue
         if re.match(r"^[\w.$]+:\s*\S", s):      # "label: insn" on one line

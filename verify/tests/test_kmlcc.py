@@ -109,6 +109,11 @@ def test_rsp_set_from_a_register_is_zero_extended_and_probed_without_flags():
         rewrite.rewrite_insn("\txchgq\t%rax, %rsp")
 
 
+def test_an_instruction_after_a_label_on_its_line_is_rewritten():
+    out = rewrite.rewrite("\t.text\n1:\tret\n")
+    assert "1:" in out and "\tjmp\t*%r11" in out and "\tret" not in out
+
+
 def test_nolibc_entry_is_dropped_for_crt0():
     asm = ("\t.text\n\t.weak\t_start\n\t.type\t_start, @function\n_start:\n\thlt\n"
            "\t.size\t_start, .-_start\n\t.globl\tmain\nmain:\n\tret\n")
