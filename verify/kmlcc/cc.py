@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from kmltal.x86 import check_file
+
 from . import rewrite
 
 HERE = Path(__file__).resolve().parent
@@ -107,8 +109,6 @@ def compile_program(sources, out, opt="2", extra=(), keep=None):
         _run(ld + [str(o) for o in objs] + [str(work / "pad.o")], "ld")
         if text_tail(out):
             raise CcError("the text does not end at a page end after padding")
-    sys.path.insert(0, str(HERE.parent))
-    from kmltal.x86 import check_file
     return check_file(str(out))
 
 

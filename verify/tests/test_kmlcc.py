@@ -30,6 +30,13 @@ def need_toolchain():
         pytest.skip(str(e))
 
 
+def ordinary_build(libc, sources, out):
+    """The oracle: the same sources with gcc and nolibc, no rewriting."""
+    subprocess.run(["gcc", "-O2", "-static", "-nostdlib", "-fno-stack-protector",
+                    "-I", str(libc), "-include", "nolibc.h", "-o", str(out),
+                    *map(str, sources), "-lgcc"], check=True, capture_output=True)
+
+
 def run(exe, args=("one", "two words")):
     env = {"PATH": "/usr/bin:/bin", "KMLCC_TEST": "set"}
     return subprocess.run([f"./{exe.name}", *args], cwd=exe.parent, env=env,
@@ -48,9 +55,7 @@ def test_program_is_verified_and_behaves_as_its_ordinary_build(name, tmp_path):
     r = cc.compile_program([src], kml)
     assert r.ok, r.line()
     assert check_file(str(kml)).ok
-    subprocess.run(["gcc", "-O2", "-static", "-nostdlib", "-fno-stack-protector",
-                    "-I", str(libc), "-include", "nolibc.h", "-o", str(ref), str(src),
-                    "-lgcc"], check=True, capture_output=True)
+    ordinary_build(libc, [src], ref)
     got, want = run(kml), run(ref)
     assert (got.returncode, got.stdout, got.stderr) == \
         (want.returncode, want.stdout, want.stderr)
@@ -166,10 +171,7 @@ def test_nolibc_selftest_is_verified_and_reports_as_its_ordinary_build(tmp_path)
     kml, ref = tmp_path / "kml" / "nolibc-test", tmp_path / "ref" / "nolibc-test"
     r = cc.compile_program([src, tmp_path / "nolibc-test-linkage.c"], kml)
     assert r.ok, r.line()
-    subprocess.run(["gcc", "-O2", "-static", "-nostdlib", "-fno-stack-protector",
-                    "-I", str(libc), "-include", "nolibc.h", "-o", str(ref), str(src),
-                    str(tmp_path / "nolibc-test-linkage.c"), "-lgcc"],
-                   check=True, capture_output=True)
+    ordinary_build(libc, [src, tmp_path / "nolibc-test-linkage.c"], ref)
     got, want = run(kml, ()), run(ref, ())
     assert got.returncode == want.returncode
     assert _normalized(got.stdout + got.stderr) == _normalized(want.stdout + want.stderr)
